@@ -1,0 +1,37 @@
+# Two commands do everything: `make demo` (set-up included) runs the study on the embedded tiny base; `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROFILE ?= configs/tiny.yaml
+# A CPU build of torch; a GPU user installs a CUDA torch into the venv first and it is kept.
+TORCH ?= torch==2.13.0
+NB_WORKERS ?= 2
+
+.PHONY: install demo test test-nbs test-py export clean-outputs bench
+
+$(STAMP): settings.ini setup.py
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[all]"
+	@touch $@
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/rsi-repro run $(PROFILE)
+
+test: test-nbs test-py
+
+test-nbs: $(STAMP)
+	$(VENV)/bin/nbdev_test --n_workers $(NB_WORKERS) --do_print
+
+test-py: $(STAMP)
+	$(VENV)/bin/pytest -q -m "not gpu" tests
+
+export: $(STAMP)
+	$(VENV)/bin/nbdev_export
+
+clean-outputs:
+	rm -rf outputs/

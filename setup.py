@@ -1,0 +1,21 @@
+"Package metadata comes from settings.ini (nbdev's single source); extras split the model-free core from the ML stack."
+from configparser import ConfigParser
+import setuptools
+
+cfg = ConfigParser(delimiters=['='])
+cfg.read('settings.ini', encoding='utf-8')
+cfg = cfg['DEFAULT']
+req = lambda key: cfg.get(key, '').split()
+
+extras = {'train': req('train_requirements'), 'pipeline': req('pipeline_requirements'), 'dev': req('dev_requirements'),
+          'vllm': ['vllm>=0.26']}
+extras['all'] = extras['train'] + extras['pipeline'] + extras['dev']
+
+setuptools.setup(
+    name=cfg['lib_name'], version=cfg['version'], description=cfg['description'],
+    long_description=open('README.md', encoding='utf-8').read(), long_description_content_type='text/markdown',
+    author=cfg['author'], author_email=cfg['author_email'], license='Apache-2.0', url=cfg['git_url'],
+    packages=setuptools.find_packages(include=['rsi_repro', 'rsi_repro.*']), include_package_data=True,
+    python_requires='>=' + cfg['min_python'], install_requires=req('requirements'), extras_require=extras,
+    entry_points={'console_scripts': cfg['console_scripts'].split(), 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
+    zip_safe=False)
