@@ -1,0 +1,57 @@
+"Pools: committed hashes, the audit catches planted overlaps, bad pool files name the row."
+import json
+import pytest
+from rsi_repro.pools import (build_pools, audit, pool_sha256, write_pool, read_pool, values_for, GRIDS,
+                             PoolOverlapError, PoolDataError, PoolBuildError)
+
+ARGS = dict(seed=0, h6_size=130, probe2_size=65, rounds={"r5": 60, "r6": 60}, second_constraint_prob=0.3)
+# Committed: a change here means every pool built from the same seed changes. Update only on purpose.
+EXPECTED = {"h6": "b4ad5e36f002f1ec920b1b2782de7feb06db4f315436f5149bfb587eb4af1f6e",
+            "probe2": "a36a34db949c56e358c25fe8c2b6c8c07ca5d51d04694d900390878376ca2f51",
+            "r5": "87992b89892a8732b389715bc592c3b7deeafa6d14b3ed45d81916799972070e",
+            "r6": "01b90c4a89380c61a32dd833be7d89dc57bf70bd04da36ab0804b488306899d4"}
+
+@pytest.fixture(scope="module")
+def pools(): return build_pools(**ARGS)
+
+def test_hashes_are_the_committed_ones(pools):
+    assert {k: pool_sha256(v) for k, v in pools.items()} == EXPECTED
+
+def test_other_seed_other_pools():
+    assert pool_sha256(build_pools(**{**ARGS, "seed": 1})["h6"]) != EXPECTED["h6"]
+
+def test_value_roles_are_disjoint_and_cover_the_grid():
+    for fam, g in GRIDS.items():
+        sets = {role: {v for v, _ in values_for(fam, role)} for role in ("train", "eval", "edge")}
+        assert not (sets["train"] & sets["eval"]) and not (sets["train"] & sets["edge"]) and not (sets["eval"] & sets["edge"])
+        assert sets["train"] | sets["eval"] | sets["edge"] == set(range(g.lo, g.hi + 1, g.step))
+
+def test_audit_passes_clean_pools(pools):
+    assert audit(pools)["pairs_checked"] > 0
+
+@pytest.mark.parametrize("plant, msg", [
+    (lambda P: {**P, "r5": P["r5"] + [{**P["r5"][0], "id": "r5-x", "prompt": "new", "subject": P["probe2"][0]["subject"]}]}, "'probe2' and 'r5' share 1 subject"),
+    (lambda P: {**P, "r6": P["r6"] + [{**P["r6"][0], "id": "r6-x", "prompt": "new", "template_id": P["h6"][0]["template_id"]}]}, "'h6' and 'r6' share 1 template"),
+    (lambda P: {**P, "r5": P["r5"] + [{**P["r5"][0], "id": "r5-x", "prompt": "new", "constraints": [{"id": "paragraphs", "kwargs": {"n": 6}}]}]}, r"'h6' and 'r5' share 1 \(family, value\)"),
+    (lambda P: {**P, "r6": P["r6"] + [{**P["r5"][0], "id": "r6-x"}]}, "'r5' and 'r6' share 1 prompt"),
+    (lambda P: {**P, "h6": P["h6"] + [P["h6"][3]]}, "pool 'h6': duplicate id at rows 3 and 130"),
+])
+def test_audit_catches_planted_overlap(pools, plant, msg):
+    with pytest.raises(PoolOverlapError, match=msg): audit(plant(pools))
+
+def test_write_read_roundtrip_and_bad_rows(pools, tmp_path):
+    p = tmp_path / "r5.jsonl"
+    assert write_pool(pools["r5"], p) == EXPECTED["r5"]
+    assert read_pool(p) == pools["r5"]
+    lines = p.read_text().splitlines()
+    (tmp_path / "dup.jsonl").write_text("\n".join(lines[:3] + [lines[1]]) + "\n")
+    with pytest.raises(PoolDataError, match=r"dup.jsonl:4: duplicate id 'r5-00001' \(first on line 2\)"): read_pool(tmp_path / "dup.jsonl")
+    bad = json.loads(lines[0]); bad["constraints"] = [{"id": "max_words", "kwargs": {}}]
+    (tmp_path / "bad.jsonl").write_text(json.dumps(bad) + "\n")
+    with pytest.raises(PoolDataError, match="bad.jsonl:1: row 'r5-00000'.*missing parameter"): read_pool(tmp_path / "bad.jsonl")
+    (tmp_path / "junk.jsonl").write_text(lines[0] + "\n{oops\n")
+    with pytest.raises(PoolDataError, match="junk.jsonl:2: malformed JSON"): read_pool(tmp_path / "junk.jsonl")
+
+def test_pool_too_large_for_its_material_fails_loudly():
+    with pytest.raises(PoolBuildError, match="could not draw a new prompt"):
+        build_pools(**{**ARGS, "probe2_size": 200000, "rounds": {}})
