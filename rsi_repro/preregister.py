@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from dataclasses import MISSING, dataclass, field, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -205,7 +206,8 @@ def _fs_now_ns(folder: Path) -> int:
 
 
 def _iso(ns: int) -> str:
-    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="microseconds")
+    whole = datetime.fromtimestamp(ns // 10 ** 9, tz=timezone.utc)
+    return (whole + timedelta(microseconds=(ns % 10 ** 9) // 1000)).isoformat(timespec="microseconds")
 
 
 def read_seal(seal_path) -> Seal:
@@ -244,17 +246,31 @@ def seal(rule: PromotionRule,   # the validated rule
     return read_seal(seal_path)
 
 # %% ../nbs/21_preregister.ipynb #c013
-MANIFEST_TIME_KEYS = ("started_at", "created_at", "finished_at")
+MANIFEST_TIME_KEYS = ("started", "started_at", "created_at", "finished_at")
 
 
 def _parse_time(v, where: str) -> int:
+    "Latest instant (ns) an ISO 8601 time with a timezone can denote, given its printed precision."
+    text = str(v)
     try:
-        t = datetime.fromisoformat(str(v))
+        t = datetime.fromisoformat(text)
     except ValueError:
         raise SealError(f"{where}: not an ISO 8601 time: {v!r}") from None
     if t.tzinfo is None:
         raise SealError(f"{where}: time {v!r} has no timezone; cannot order it against the seal")
-    return int(round(t.timestamp() * 1e9))
+    hms = re.search(r"\d{2}:\d{2}(:\d{2}(?:\.(\d+))?)?", text)
+    if hms is None:
+        raise SealError(f"{where}: time {v!r} has no time of day")
+    resolution = 60 * 10 ** 9 if not hms.group(1) else 10 ** (9 - min(len(hms.group(2) or ""), 9))
+    whole = int(t.replace(microsecond=0).timestamp()) * 10 ** 9 + t.microsecond * 1000
+    return whole + resolution - 1
+
+
+def _manifest_near(path: Path, levels: int = 3) -> Path | None:
+    for d in [path.parent, *path.parent.parents][: levels + 1]:
+        if (d / "manifest.json").exists():
+            return d / "manifest.json"
+    return None
 
 
 def result_time(path) -> dict:
@@ -264,8 +280,8 @@ def result_time(path) -> dict:
         raise SealError(f"{path}: results file not found")
     times = {"mtime": path.stat().st_mtime_ns}
     seal_sha = None
-    man = path.parent / "manifest.json"
-    if man.exists():
+    man = _manifest_near(path)
+    if man is not None:
         try:
             m = json.loads(man.read_text())
         except json.JSONDecodeError as e:
@@ -276,9 +292,9 @@ def result_time(path) -> dict:
         seal_sha = m.get("promotion_seal_sha256")
     src = min(times, key=times.get)
     return {"path": str(path), "sha256": sha256_file(path), "time_ns": times[src], "time": _iso(times[src]),
-            "source": src, "seal_sha256": seal_sha}
+            "source": src, "manifest": str(man) if man else None, "seal_sha256": seal_sha}
 
-# %% ../nbs/21_preregister.ipynb #c015
+# %% ../nbs/21_preregister.ipynb #c016
 @dataclass(frozen=True)
 class Decision:
     "A promotion verdict and all the evidence it rests on."
@@ -369,7 +385,7 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
                     clauses=tuple(verdicts), comparisons=comparisons, results=tuple(results),
                     decided_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
-# %% ../nbs/21_preregister.ipynb #c017
+# %% ../nbs/21_preregister.ipynb #c018
 def write_outcomes(path,          # .jsonl file to write
                    passed: Mapping,  # {prompt id: bool}
                    family: Mapping,  # {prompt id: family}

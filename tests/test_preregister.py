@@ -158,3 +158,17 @@ def test_every_clause_kind_round_trips():
     assert set(examples) == set(CLAUSES)
     rule = PromotionRule.from_dict({"clauses": [{"kind": k, **v} for k, v in examples.items()]})
     assert PromotionRule.from_dict(rule.to_dict()) == rule
+
+
+def test_pipeline_manifest_above_the_outcomes_is_found_and_read_at_its_precision(sealed_run):
+    "The pipeline's stage manifest records `started` to the second, in the stage folder above the outcome files."
+    rule, run, inc, cand = sealed_run
+    s = read_seal(run / "promotion.seal.json")
+    same_second = datetime.fromtimestamp(s.sealed_at_ns // 10**9, tz=timezone.utc).isoformat(timespec="seconds")
+    (run / "manifest.json").write_text(json.dumps({"stage": "eval", "started": same_second}))
+    assert result_time(inc["h6"])["manifest"] == str(run / "manifest.json")
+    assert decide(rule, run / "promotion.seal.json", inc, cand).promote   # same second as the seal: not refused
+    an_hour_before = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat(timespec="seconds")
+    (run / "manifest.json").write_text(json.dumps({"stage": "eval", "started": an_hour_before}))
+    with pytest.raises(SealError, match=r"manifest.started.*before the rule was sealed"):
+        decide(rule, run / "promotion.seal.json", inc, cand)
