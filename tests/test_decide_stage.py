@@ -1,0 +1,70 @@
+"The preregister and decide stage notebooks, run by papermill as the pipeline runs them, on a small sealed run."
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rsi_repro.preregister import write_outcomes
+from rsi_repro.stats import pair_from_counts
+
+pm = pytest.importorskip("papermill")
+ROOT = Path(__file__).resolve().parents[1]
+RULE = {"description": "positive H6 delta, no collapsed family, probe2 at or above the incumbent",
+        "clauses": [{"kind": "delta_above", "instrument": "h6", "threshold": 0.0},
+                    {"kind": "no_family_collapse", "instrument": "h6", "max_drop": 0.05},
+                    {"kind": "delta_at_least", "instrument": "probe2", "threshold": 0.0}]}
+
+
+def _profile(tmp_path, rule) -> Path:
+    data = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
+    data.update(stages=[], prompts={}, promotion=rule)
+    (tmp_path / "tiny_base").mkdir(exist_ok=True)   # these stages read only the rule; the base is never loaded
+    data["base"]["name_or_path"] = str(tmp_path / "tiny_base")
+    p = tmp_path / "profile.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def _run(nb, tmp_path, **params):
+    out = tmp_path / f"{nb}.out.ipynb"
+    pm.execute_notebook(str(ROOT / "nbs" / "stages" / f"{nb}.ipynb"), str(out), parameters=params, cwd=str(ROOT),
+                        kernel_name="python3", progress_bar=False)
+    return out
+
+
+def _outcomes(tmp_path):
+    inc, cand = {}, {}
+    for inst, counts in {"h6": (20, 8, 150, 22), "probe2": (9, 6, 40, 5)}.items():
+        a, b = pair_from_counts(*counts, prefix=f"{inst}-")
+        fam = {k: f"fam{i % 3}" for i, k in enumerate(a.index)}
+        inc[inst] = str(write_outcomes(tmp_path / "eval" / f"{inst}.incumbent.jsonl", a, fam, "stage3"))
+        cand[inst] = str(write_outcomes(tmp_path / "eval" / f"{inst}.candidate.jsonl", b, fam, "stage4"))
+    return inc, cand
+
+
+def test_seal_then_decide_writes_the_decision(tmp_path):
+    profile, seal_path = _profile(tmp_path, RULE), tmp_path / "promotion.seal.json"
+    _run("preregister", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "preregister"),
+         run_dir=str(tmp_path), seal_path=str(seal_path))
+    inc, cand = _outcomes(tmp_path)
+    (tmp_path / "decide").mkdir()
+    _run("decide", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "decide"), run_dir=str(tmp_path),
+         seal_path=str(seal_path), incumbent_outcomes=inc, candidate_outcomes=cand)
+    d = json.loads((tmp_path / "decide" / "decision.json").read_text())
+    assert d["candidate"] == "stage4" and d["comparisons"]["h6"]["fixed"] == 20
+    assert [c["passed"] for c in d["clauses"]][0] is True
+
+
+def test_decide_stage_fails_when_the_rule_was_edited_after_its_results(tmp_path):
+    profile, seal_path = _profile(tmp_path, RULE), tmp_path / "promotion.seal.json"
+    _run("preregister", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "preregister"),
+         run_dir=str(tmp_path), seal_path=str(seal_path))
+    inc, cand = _outcomes(tmp_path)
+    edited = {**RULE, "clauses": [{**RULE["clauses"][0], "threshold": 0.5}, *RULE["clauses"][1:]]}
+    profile = _profile(tmp_path, edited)
+    (tmp_path / "decide").mkdir()
+    with pytest.raises(pm.PapermillExecutionError, match="changed since it was sealed"):
+        _run("decide", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "decide"), run_dir=str(tmp_path),
+             seal_path=str(seal_path), incumbent_outcomes=inc, candidate_outcomes=cand)
+    assert not (tmp_path / "decide" / "decision.json").exists()
