@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['DEFAULT_BASE', 'SHINGLE', 'window_hashes', 'QueryIndex', 'build_query_index', 'ShingleMatch', 'find_matches',
-           'tokenize_texts', 'decontaminate']
+__all__ = ['DEFAULT_BASE', 'SHINGLE', 'FILTER_BITS', 'MATCH_COLUMNS', 'window_hashes', 'QueryIndex', 'build_query_index',
+           'find_matches', 'tokenize_texts', 'decontaminate']
 
 # %% ../../nbs/45_instruments_decontam.ipynb #c004
 DEFAULT_BASE = 0x9E3779B97F4A7C15 | 1  # odd, so invertible mod 2^64
@@ -52,6 +52,9 @@ class QueryIndex:
     offset: np.ndarray   # token offset of the shingle in its problem
     queries: tuple       # the problems' token arrays
     n_shingles: np.ndarray  # shingles per problem (0 when shorter than n)
+    bitmap: np.ndarray      # bool, indexed by the top FILTER_BITS bits of a hash
+
+FILTER_BITS = 22
 
 def build_query_index(queries: Sequence[np.ndarray], n: int = SHINGLE, base: int = DEFAULT_BASE) -> QueryIndex:
     "Hash every n-token shingle of every query and sort once."
@@ -62,19 +65,14 @@ def build_query_index(queries: Sequence[np.ndarray], n: int = SHINGLE, base: int
     owner = np.concatenate([np.full(len(x), i, np.int64) for i, x in enumerate(hs)]) if hs else np.empty(0, np.int64)
     offset = np.concatenate([np.arange(len(x), dtype=np.int64) for x in hs]) if hs else np.empty(0, np.int64)
     order = np.argsort(h, kind='stable')
-    return QueryIndex(n, base, h[order], owner[order], offset[order], qs, np.array([len(x) for x in hs], np.int64))
+    bitmap = np.zeros(1 << FILTER_BITS, bool); bitmap[h >> np.uint64(64 - FILTER_BITS)] = True
+    return QueryIndex(n, base, h[order], owner[order], offset[order], qs, np.array([len(x) for x in hs], np.int64), bitmap)
 
 # %% ../../nbs/45_instruments_decontam.ipynb #c009
-@dataclass(frozen=True)
-class ShingleMatch:
-    query: int         # index of the problem
-    query_offset: int  # token offset of the shingle in the problem
-    doc: int           # index of the corpus document (in stream order)
-    doc_offset: int    # token offset in that document
+MATCH_COLUMNS = ['query', 'query_offset', 'doc', 'doc_offset']
 
 def _chunks(docs: Iterable[np.ndarray], chunk_tokens: int):
-    buf, ids, first = [], [], 0
-    size = 0
+    buf, first, size = [], 0, 0
     for d, doc in enumerate(docs):
         doc = np.asarray(doc)
         buf.append(doc); size += len(doc)
@@ -83,16 +81,26 @@ def _chunks(docs: Iterable[np.ndarray], chunk_tokens: int):
             first, buf, size = d + 1, [], 0
     if buf: yield first, buf
 
+def _shingle_tokens(index: QueryIndex) -> np.ndarray:
+    "Token ids of each sorted query shingle, shape (shingles, n)."
+    if not len(index.hashes): return np.empty((0, index.n), np.int64)
+    flat = np.concatenate(index.queries)
+    starts = np.r_[0, np.cumsum([len(q) for q in index.queries])[:-1]]
+    return flat[(starts[index.owner] + index.offset)[:, None] + np.arange(index.n)]
+
 def find_matches(index: QueryIndex,
                  docs: Iterable[np.ndarray],  # corpus documents as token-id arrays, streamed once
                  chunk_tokens: int = 1 << 20,
                  progress: bool = False,
-                 ) -> list[ShingleMatch]:
-    "All confirmed shingle matches between the queries and the corpus."
-    n, out = index.n, []
-    if len(index.hashes) == 0: return out
-    pw = _Powers(index.base)
+                 ) -> pd.DataFrame:
+    "All confirmed shingle matches: one row per (query, query_offset, doc, doc_offset)."
+    n, found = index.n, []
     qh = index.hashes
+    if len(qh) == 0: return pd.DataFrame(columns=MATCH_COLUMNS, dtype=np.int64)
+    qtok = _shingle_tokens(index)
+    pw = _Powers(index.base)
+    ar = np.arange(n)
+    shift = np.uint64(64 - FILTER_BITS)
     it = _chunks(docs, chunk_tokens)
     if progress:
         from tqdm.auto import tqdm; it = tqdm(it, desc='corpus chunks')
@@ -101,21 +109,24 @@ def find_matches(index: QueryIndex,
         flat = np.concatenate(buf) if len(buf) > 1 else buf[0]
         h = window_hashes(flat, n, index.base, pw)
         if not len(h): continue
-        pos = np.searchsorted(qh, h)
-        np.minimum(pos, len(qh) - 1, out=pos)
-        cand = np.flatnonzero(qh[pos] == h)
+        cand = np.flatnonzero(index.bitmap[h >> shift])          # cheap screen, then exact hash equality
+        lo = np.searchsorted(qh, h[cand])
+        hit = qh[np.minimum(lo, len(qh) - 1)] == h[cand]
+        cand, lo = cand[hit], lo[hit]
         if not len(cand): continue
         starts = np.r_[0, np.cumsum(lens)[:-1]]
         doc_of = np.searchsorted(starts, cand, side='right') - 1
-        inside = cand + n <= starts[doc_of] + lens[doc_of]
-        for i, d in zip(cand[inside], doc_of[inside]):
-            lo, hi = np.searchsorted(qh, h[i], 'left'), np.searchsorted(qh, h[i], 'right')
-            window = flat[i:i + n]
-            for k in range(lo, hi):
-                q, off = int(index.owner[k]), int(index.offset[k])
-                if np.array_equal(index.queries[q][off:off + n], window):
-                    out.append(ShingleMatch(q, off, first + int(d), int(i - starts[d])))
-    return out
+        keep = cand + n <= starts[doc_of] + lens[doc_of]          # window inside one document
+        cand, doc_of, lo = cand[keep], doc_of[keep], lo[keep]
+        hi = np.searchsorted(qh, h[cand], side='right')            # every query shingle with this hash
+        reps = hi - lo
+        pos = np.repeat(cand, reps); doc_of = np.repeat(doc_of, reps)
+        k = np.repeat(lo - np.cumsum(np.r_[0, reps[:-1]]), reps) + np.arange(reps.sum())
+        ok = (flat[pos[:, None] + ar] == qtok[k]).all(axis=1)      # confirm by token ids
+        found.append(np.stack([index.owner[k[ok]], index.offset[k[ok]], first + doc_of[ok],
+                               pos[ok] - starts[doc_of[ok]]], axis=1))
+    m = np.concatenate(found) if found else np.empty((0, 4), np.int64)
+    return pd.DataFrame(m.astype(np.int64), columns=MATCH_COLUMNS)
 
 # %% ../../nbs/45_instruments_decontam.ipynb #c013
 def tokenize_texts(texts: Sequence[str], tokenizer) -> list[np.ndarray]:
@@ -146,17 +157,17 @@ def decontaminate(problems: pd.DataFrame,            # rows with an `id` (e.g. l
         raise ValueError(f"{len(problems)} problems but {len(query_tokens)} token arrays")
     if not isinstance(corpora, Mapping): raise ValueError("corpora must map a corpus name to its documents")
     idx = build_query_index(query_tokens, n)
-    first: dict[int, tuple] = {}; count: dict[int, int] = {}
-    for name, docs in corpora.items():
-        for m in find_matches(idx, docs, chunk_tokens, progress):
-            count[m.query] = count.get(m.query, 0) + 1
-            first.setdefault(m.query, (name, m))
+    ms = [find_matches(idx, docs, chunk_tokens, progress).assign(corpus=name, rank=r)
+          for r, (name, docs) in enumerate(corpora.items())]
+    m = pd.concat(ms, ignore_index=True).sort_values(['rank', 'doc', 'doc_offset', 'query_offset'], kind='stable')
+    count = m.groupby('query').size().to_dict()
+    first = {int(r.query): r for r in m.drop_duplicates('query').itertuples()}
     ids = problems['id'].tolist()
     recs = []
-    for q, (name, m) in sorted(first.items()):
-        toks = idx.queries[q][m.query_offset:m.query_offset + n].tolist()
-        recs.append({'id': ids[q], 'corpus': name, 'doc': m.doc, 'doc_offset': m.doc_offset,
-                     'query_offset': m.query_offset, 'n_matches': count[q], 'shingle_tokens': toks,
+    for q, r in sorted(first.items()):
+        toks = idx.queries[q][r.query_offset:r.query_offset + n].tolist()
+        recs.append({'id': ids[q], 'corpus': r.corpus, 'doc': int(r.doc), 'doc_offset': int(r.doc_offset),
+                     'query_offset': int(r.query_offset), 'n_matches': int(count[q]), 'shingle_tokens': toks,
                      'shingle_text': tokenizer.decode(toks) if tokenizer is not None else None})
     dropped = pd.DataFrame(recs, columns=['id', 'corpus', 'doc', 'doc_offset', 'query_offset', 'n_matches',
                                           'shingle_tokens', 'shingle_text'])
