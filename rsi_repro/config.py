@@ -272,7 +272,10 @@ class Pools:
     seed: int
     h6_size: int
     probe2_size: int
-    rounds: dict[str, int] = field(default_factory=dict)   # round name -> prompts
+    rounds: dict[str, int] = field(default_factory=dict)   # round name -> prompts, built in this order
+    second_constraint_prob: float = 0.3                    # chance a training prompt carries a second, compatible constraint
+    def validate(self, where, p):
+        if not 0 <= self.second_constraint_prob <= 1: raise ProfileError(where, f"{p}.second_constraint_prob", "must be in [0, 1]")
 
 @dataclass(frozen=True)
 class Stage:

@@ -4,12 +4,12 @@
 
 # %% ../nbs/02_tiny.ipynb #c002
 from __future__ import annotations
-import importlib, inspect, json, math, random, time
+import hashlib, importlib, inspect, json, math, random, time
 from pathlib import Path
 
 # %% auto #0
 __all__ = ['STDLIB_MODULES', 'SPECIAL_TOKENS', 'tiny_corpus', 'train_tokenizer', 'tiny_config', 'pretrain', 'build_tiny_base',
-           'tiny_base_path']
+           'tiny_base_path', 'documented_objects', 'build_sample_corpora']
 
 # %% ../nbs/02_tiny.ipynb #c005
 STDLIB_MODULES = ('os', 're', 'json', 'collections', 'itertools', 'functools', 'pathlib', 'subprocess', 'argparse',
@@ -110,3 +110,67 @@ def tiny_base_path() -> Path:
     "The committed tiny base inside the project."
     from rsi_repro.config import project_root
     return project_root(Path(__file__).parent) / 'data' / 'tiny_base'
+
+# %% ../nbs/02_tiny.ipynb #c018
+_QUESTIONS = ("What does {q} do?", "Explain {q} briefly.", "In one or two sentences, what is {q} for?",
+              "What is {q} in Python?", "Describe {q}.", "Tell me what {q} is used for.")
+_FOLLOW_UPS = ("How do I call it?", "What is its signature?", "Show me how to call it.")
+
+def _answer_from_doc(doc: str, max_words: int = 45) -> str | None:
+    first = doc.strip().split('\n\n')[0].replace('\n', ' ').strip()
+    if len(first) < 20 or not first[0].isalpha() or '>>>' in first: return None
+    words = first.split()
+    if len(words) > max_words:
+        cut = ' '.join(words[:max_words])
+        first = cut[:cut.rfind('.') + 1] if '.' in cut else None
+    if not first: return None
+    return first if first.endswith(('.', '!', '?')) else first + '.'
+
+def documented_objects() -> list[tuple[str, str, str]]:
+    "(qualified name, answer, call signature or '') for standard-library objects with a usable docstring, in a fixed order."
+    out, seen = [], set()
+    for name in STDLIB_MODULES:
+        try: mod = importlib.import_module(name)
+        except ImportError: continue
+        for attr, obj in sorted(vars(mod).items()):
+            if attr.startswith('_') or not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)): continue
+            if getattr(obj, '__module__', name) not in (name, None) and not inspect.isbuiltin(obj): continue
+            answer = _answer_from_doc(inspect.getdoc(obj) or '')
+            q = f"{name}.{attr}"
+            if not answer or q in seen: continue
+            seen.add(q)
+            try: sig = f"{q}{inspect.signature(obj)}"
+            except (TypeError, ValueError): sig = ''
+            out.append((q, answer, sig))
+    return out
+
+def build_sample_corpora(out_dir: str | Path, seed: int = 0) -> dict:
+    "Write the tiny profile's SFT corpora (two files) and preference corpus; returns their row counts."
+    rng = random.Random(seed)
+    objs = documented_objects()
+    rng.shuffle(objs)
+    chats = []
+    for i, (q, answer, sig) in enumerate(objs):
+        msgs = [{'role': 'user', 'content': rng.choice(_QUESTIONS).format(q=f"`{q}`")}, {'role': 'assistant', 'content': answer}]
+        if sig and rng.random() < 0.25:
+            msgs += [{'role': 'user', 'content': rng.choice(_FOLLOW_UPS)}, {'role': 'assistant', 'content': f"Call it as `{sig}`."}]
+        chats.append(msgs)
+    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    half = len(chats) // 2
+    tulu = [{'id': f"pydoc_tulu_{i}", 'messages': m, 'source': 'python-docs'} for i, m in enumerate(chats[:half])]
+    smol = [{'messages': m, 'source': 'python-docs'} for m in chats[half:]]
+    prefs = []
+    for i, (q, answer, _) in enumerate(objs):
+        prompt = rng.choice(_QUESTIONS).format(q=f"`{q}`")
+        kind = i % 3
+        if kind == 0: bad = ' '.join([answer.rstrip('.')] * 4)
+        elif kind == 1: bad = f'<tool_call>{{"name": "python_docs", "arguments": {{"query": "{q}"}}}}</tool_call>'
+        else: bad = objs[(i + 7) % len(objs)][1]
+        user = {'role': 'user', 'content': prompt}
+        prefs.append({'prompt': prompt, 'prompt_id': hashlib.sha256(prompt.encode()).hexdigest(),
+                      'chosen': [user, {'role': 'assistant', 'content': answer}],
+                      'rejected': [user, {'role': 'assistant', 'content': bad}], 'score_chosen': 8.0, 'score_rejected': 2.0})
+    files = {'tulu_sample.jsonl': tulu, 'smoltalk_sample.jsonl': smol, 'ultrafeedback_sample.jsonl': prefs}
+    for name, rows in files.items():
+        (out / name).write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows))
+    return {name: len(rows) for name, rows in files.items()}
