@@ -49,3 +49,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rsi-repro: error: {msg}", file=sys.stderr)
         return 1 if type(e).__name__ == 'StageFailed' else 2
     return 0
+
+if __name__ == '__main__': sys.exit(main())

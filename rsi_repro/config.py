@@ -257,13 +257,24 @@ class Arm:
 
 @dataclass(frozen=True)
 class Rounds:
+    "Self-distillation rounds: one mix sampled from `sample_from`, then arms trained on it."
     sampling: Sampling
     lora: Lora
     optim: Optim
     arms: tuple[Arm, ...]
+    sample_from: str = 'repair'          # the checkpoint whose samples make the round's mix ("the parent")
+    champion: Optional[str] = None       # the arm that is promoted and that 'champion' warm starts mean (default: the first arm)
     executor: str = 'local'              # 'local' or 'slurm' (submitit)
     slurm: dict[str, Any] = field(default_factory=dict)
-    def validate(self, where, p): _one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
+    def validate(self, where, p):
+        _one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
+        names = [a.name for a in self.arms]
+        if len(set(names)) != len(names): raise ProfileError(where, f"{p}.arms", "duplicate arm names")
+        champ = self.champion or (names[0] if names else None)
+        if champ not in names: raise ProfileError(where, f"{p}.champion", f"{champ!r} is not an arm")
+        for i, a in enumerate(self.arms):
+            if a.warm_start == 'champion' and a.name == champ:
+                raise ProfileError(where, f"{p}.arms[{i}].warm_start", "the champion cannot warm-start from itself")
 
 # %% ../nbs/00_config.ipynb #c016
 @dataclass(frozen=True)

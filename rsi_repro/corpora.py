@@ -16,7 +16,7 @@ from .config import Band, Corpus
 from .io import DataError, iter_jsonl, sha256_file
 
 # %% auto #0
-__all__ = ['p', 'raw', 'CorpusError', 'check_disjoint', 'read_band', 'chat_messages', 'PreferencePair', 'binarize', 'MixStats',
+__all__ = ['CorpusError', 'check_disjoint', 'read_band', 'chat_messages', 'PreferencePair', 'binarize', 'MixStats',
            'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
 
 # %% ../nbs/30_corpora.ipynb #c005
@@ -71,11 +71,7 @@ def chat_messages(row: dict, where: str) -> list[dict]:
     if not msgs[-1]['content'].strip(): raise CorpusError(f"{where}: the last assistant turn is empty")
     return msgs
 
-test_eq(chat_messages({'messages': [{'role': 'user', 'content': 'q'}, {'role': 'assistant', 'content': 'a'}]}, 'r')[-1]['content'], 'a')
-test_eq(chat_messages({'conversations': [{'from': 'human', 'value': 'q'}, {'from': 'gpt', 'value': 'a'}]}, 'r')[0]['role'], 'user')
-test_fail(lambda: chat_messages({'messages': [{'role': 'user', 'content': 'q'}]}, 'tulu3 row 7'), contains="tulu3 row 7: no assistant turn")
-
-# %% ../nbs/30_corpora.ipynb #c009
+# %% ../nbs/30_corpora.ipynb #c010
 @dataclass(frozen=True)
 class PreferencePair:
     prompt: tuple      # the conversation up to the answers (ends on a user turn)
@@ -117,15 +113,7 @@ def binarize(row: dict, where: str, seed: int = 0) -> PreferencePair:
     if chosen.strip() == rejected.strip(): raise CorpusError(f"{where}: chosen and rejected answers are identical")
     return PreferencePair(tuple(prompt), chosen, rejected, where)
 
-p = binarize({'prompt': 'hi', 'chosen': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'Hello.'}],
-              'rejected': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'hello hello hello'}]}, 'uf row 0')
-test_eq((p.chosen, p.prompt[0]['content']), ('Hello.', 'hi'))
-test_fail(lambda: binarize({'prompt': 'hi', 'chosen': 'a', 'rejected': ' '}, 'uf row 3'), contains="uf row 3: empty rejected answer")
-test_fail(lambda: binarize({'prompt': 'hi', 'chosen': 'same', 'rejected': 'same'}, 'uf row 4'), contains="identical")
-raw = {'instruction': 'Name a colour.', 'completions': [{'response': 'Blue.', 'overall_score': 9}, {'response': 'Car', 'overall_score': 2}]}
-test_eq((binarize(raw, 'r').chosen, binarize(raw, 'r').rejected), ('Blue.', 'Car'))
-
-# %% ../nbs/30_corpora.ipynb #c011
+# %% ../nbs/30_corpora.ipynb #c013
 @dataclass(frozen=True)
 class MixStats:
     examples: int

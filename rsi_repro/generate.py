@@ -94,10 +94,7 @@ def cut_at_stop(new_ids: Sequence[int], stops: Sequence[int], pad_id: int | None
     ids = list(new_ids)
     return Completion(tuple(ids), 'length')
 
-test_eq(cut_at_stop([5, 6, 9, 7, 9], [9]), Completion((5, 6, 9), 'stop'))
-test_eq(cut_at_stop([5, 6, 7], [9]), Completion((5, 6, 7), 'length'))
-
-# %% ../nbs/03_generate.ipynb #c009
+# %% ../nbs/03_generate.ipynb #c010
 class AdapterMismatch(ValueError):
     "An adapter trained on another base model."
 
@@ -125,7 +122,7 @@ def check_adapter_base(adapter: str | Path, base: str, revision: str | None = No
     if recorded and recorded != base and Path(recorded).resolve() != Path(base).resolve() and Path(recorded).name != Path(base).name:
         raise AdapterMismatch(f"{adapter}: adapter_config.json says base {recorded!r}, not {base!r}")
 
-# %% ../nbs/03_generate.ipynb #c011
+# %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):
     "The base's tokenizer with the project's chat template (or the adapter's own `chat_template.jinja`)."
     from transformers import AutoTokenizer
@@ -180,7 +177,7 @@ class HFBackend:
                 out[i] = cut_at_stop(gen[row, width:].tolist(), self.stops)
         return out
 
-# %% ../nbs/03_generate.ipynb #c013
+# %% ../nbs/03_generate.ipynb #c014
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 def adapter_rank(adapter: str | Path) -> int:
@@ -237,7 +234,7 @@ class VLLMBackend:
             res.append(Completion(tuple(c.token_ids), 'stop' if c.finish_reason == 'stop' else 'length'))
         return res
 
-# %% ../nbs/03_generate.ipynb #c015
+# %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')
 
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving) -> dict:

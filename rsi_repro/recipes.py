@@ -16,7 +16,8 @@ from .io import atomic_write_text, read_jsonl, write_jsonl
 from .train import train_dpo, train_sft
 
 # %% auto #0
-__all__ = ['stage_adapter', 'sft_stage', 'serve_reads', 'write_preference_pairs', 'choose_anchor', 'dpo_stage']
+__all__ = ['stage_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'write_preference_pairs', 'choose_anchor',
+           'dpo_stage']
 
 # %% ../nbs/35_recipes.ipynb #c005
 def stage_adapter(profile: Profile, stage: str) -> Path:
@@ -27,6 +28,18 @@ def stage_adapter(profile: Profile, stage: str) -> Path:
     return path
 
 # %% ../nbs/35_recipes.ipynb #c007
+def resolve_checkpoint(profile: Profile, name: str) -> Optional[Path]:
+    "The adapter folder of a named checkpoint (None for the base), or an error naming what is missing."
+    if name == 'base': return None
+    arms = [a.name for a in profile.rounds.arms] if profile.rounds else []
+    if name in arms:
+        path = profile.run_dir / 'rounds' / name / 'adapter'
+        if not (path / 'adapter_config.json').exists(): raise FileNotFoundError(f"arm '{name}' has no adapter at {path}: run the rounds stage first")
+        return path
+    if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)
+    raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, or an arm: {', '.join(arms) or 'none'})")
+
+# %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
     "Stage 1: LoRA SFT over the profile's corpora, one band per epoch; returns per-epoch mix statistics and evidence."
     cfg = profile.sft
@@ -65,7 +78,7 @@ def _link_adapter(src: Path, dst: Path) -> None:
     if dst.exists(): shutil.rmtree(dst)
     shutil.copytree(src, dst)
 
-# %% ../nbs/35_recipes.ipynb #c009
+# %% ../nbs/35_recipes.ipynb #c011
 def serve_reads(profile: Profile, stage_dir: str | Path, checkpoints: dict, prompt_set: str = 'serve') -> 'pd.DataFrame':
     "Greedy serving answers of each named checkpoint (name -> adapter folder or None for the base) on a prompt set."
     import pandas as pd
@@ -76,7 +89,7 @@ def serve_reads(profile: Profile, stage_dir: str | Path, checkpoints: dict, prom
         frames.append(rows.assign(checkpoint=name))
     return pd.concat(frames, ignore_index=True)
 
-# %% ../nbs/35_recipes.ipynb #c011
+# %% ../nbs/35_recipes.ipynb #c013
 def write_preference_pairs(profile: Profile, path: str | Path) -> int:
     "Binarise the DPO corpus band into TRL-format pairs (JSONL); returns the number of pairs."
     c = profile.dpo.corpus

@@ -165,7 +165,7 @@ def build_sample_corpora(out_dir: str | Path, seed: int = 0) -> dict:
         kind = i % 3
         if kind == 0: bad = ' '.join([answer.rstrip('.')] * 4)
         elif kind == 1: bad = f'<tool_call>{{"name": "python_docs", "arguments": {{"query": "{q}"}}}}</tool_call>'
-        else: bad = objs[(i + 7) % len(objs)][1]
+        else: bad = next(a for _, a, _ in objs[i + 7:] + objs[:i] if a != answer)
         user = {'role': 'user', 'content': prompt}
         prefs.append({'prompt': prompt, 'prompt_id': hashlib.sha256(prompt.encode()).hexdigest(),
                       'chosen': [user, {'role': 'assistant', 'content': answer}],

@@ -40,7 +40,7 @@ def test_bad_profile_is_one_clear_line(tmp_path, edit, message):
 
 def test_bad_profile_through_the_cli_is_one_line(tmp_path):
     p = _profile(tmp_path, GOOD.replace("serving: {max_new_tokens: 8}", "serving: {max_new_tokens: 8, colour: red}"))
-    out = subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'run', str(p)], capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run([str(Path(sys.executable).parent / 'rsi-repro'), 'run', str(p)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [f"rsi-repro: error: {p}: serving.colour: unknown key (allowed: " + out.stderr.split('(allowed: ')[1].strip()]
 

@@ -56,7 +56,9 @@ def test_labels_from_the_trainers_own_loader_are_assistant_only(tmp_path):
         assert got == want
         assert all(l == -100 for l, m in zip(labels, mask) if not m)            # padding never carries loss
         assert [l for l, m in zip(labels, mask) if m and l != -100] == [t for t, k in zip(real, want) if k]
-        assert tok.decode([t for t, k in zip(real, want) if k]).count('<|im_end|>') == sum(m['role'] == 'assistant' for m in (SINGLE if len(want) < 60 else MULTI))
+        supervised = tok.decode([t for t, k in zip(real, want) if k])
+        assert supervised.count('<|im_end|>') == tok.decode(real).count('<|im_start|>assistant') >= 1   # every answer learns to stop
+        assert '<|im_start|>' not in supervised                                                     # no prompt or header token
         seen += 1
     assert seen == 2
 
@@ -143,7 +145,7 @@ def test_nemotron_h_target_set_is_accepted_by_peft():
                           n_groups=1, n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32, moe_shared_expert_intermediate_size=64,
                           num_experts_per_tok=2, chunk_size=16)
     model = get_peft_model(AutoModelForCausalLM.from_config(cfg), lora_config(Lora(r=8, alpha=16), 'nemotron_h'))
-    wrapped = {n.rsplit('.', 1)[0] for n, _ in model.named_parameters() if 'lora_A' in n}
-    kinds = {w.split('.')[-2] for w in wrapped}
+    wrapped = {n.split('.lora_A')[0] for n, _ in model.named_parameters() if 'lora_A' in n}
+    kinds = {w.split('.')[-1] for w in wrapped}
     assert kinds == {'q_proj', 'k_proj', 'v_proj', 'o_proj', 'in_proj', 'up_proj', 'down_proj'}
-    assert all('shared_experts' in w for w in wrapped if w.split('.')[-2] in ('up_proj', 'down_proj'))
+    assert all('shared_experts' in w for w in wrapped if w.split('.')[-1] in ('up_proj', 'down_proj'))
