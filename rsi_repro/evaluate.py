@@ -25,13 +25,13 @@ from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_
 from .instruments.decontam import SHINGLE, decontaminate
 
 # %% auto #0
-__all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'Setting', 'instrument_settings',
-           'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint', 'generations_dir', 'pool_prompts', 'score_if',
-           'corpus_documents', 'math_problems', 'math_dir', 'generation_set', 'answers', 'eval_h6', 'eval_probe2',
-           'eval_math', 'eval_code', 'eval_open_chat', 'eval_termination', 'eval_multi_turn', 'adjudication_sheet',
-           'eval_safety', 'Instrument', 'eval_checkpoints', 'eval_instruments', 'result_paths', 'write_result',
-           'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary', 'overview', 'overview_table',
-           'family_rates', 'parent_of', 'paired_vs_parent']
+__all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'Setting',
+           'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint', 'generations_dir',
+           'pool_prompts', 'score_if', 'corpus_documents', 'math_problems', 'math_dir', 'generation_set', 'answers',
+           'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_termination', 'eval_multi_turn',
+           'adjudication_sheet', 'eval_safety', 'Instrument', 'eval_checkpoints', 'eval_instruments', 'result_paths',
+           'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary',
+           'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -418,12 +418,18 @@ def result_paths(out_dir: str | Path, checkpoint: str, instrument: str) -> dict[
     d = Path(out_dir) / checkpoint
     return {k: d / f"{instrument}.{k}.{ext}" for k, ext in (('outcomes', 'jsonl'), ('summary', 'csv'), ('meta', 'json'))}
 
+SCORER_MODULES = ('evaluate.py', 'constraints.py', 'instruments/*.py')
+
+def scorer_sha256() -> str:
+    "sha256 of the library files that score outcomes (this module, the constraint registry, the instruments)."
+    root = Path(__file__).resolve().parent if '__file__' in globals() else Path('../rsi_repro').resolve()
+    return sha256_json({p.relative_to(root).as_posix(): sha256_file(p) for pat in SCORER_MODULES for p in sorted(root.glob(pat))})
+
 def _inputs_sha256(profile: Profile, inst: Instrument, ck: Checkpoint, ck_dir: Path) -> str:
-    from rsi_repro.pipeline import library_sha256
     files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(profile, ck_dir)}
     return sha256_json({'instrument': inst.name, 'settings': to_dict(instrument_settings(profile, inst.name)),
                         'serving': fingerprint(profile.serving), 'checkpoint': ck.identity, 'files': files,
-                        'library': library_sha256()})
+                        'scorers': scorer_sha256()})
 
 def _records(df: pd.DataFrame) -> list[dict]: return json.loads(df.to_json(orient='records'))
 
