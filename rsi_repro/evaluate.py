@@ -536,4 +536,5 @@ def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]
             if inst not in results[ck] or inst not in results[parent]: continue
             t = compare(results[parent][inst][0], results[ck][inst][0], by='family')
             rows.append({'checkpoint': ck, 'parent': parent, 'instrument': inst, **t.loc[ALL].to_dict()})
-    return pd.DataFrame(rows)
+    counts = ['n', 'fixed', 'lost', 'net', 'tied', 'tied_fail']
+    return pd.DataFrame(rows).astype({c: int for c in counts}) if rows else pd.DataFrame(rows)
