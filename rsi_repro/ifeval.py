@@ -9,26 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-import langdetect
 from langdetect import DetectorFactory
-from langdetect.lang_detect_exception import LangDetectException
+from .langdetect_exact import detect_many
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from nltk.tokenize.destructive import NLTKWordTokenizer
 from nltk.tokenize import RegexpTokenizer
 
 # %% auto #0
 __all__ = ['RELATIONS', 'LANGUAGE_CODES', 'INSTRUCTIONS', 'punkt_parameters', 'sentence_tokenizer', 'write_punkt_tab',
-           'count_sentences', 'count_words', 'word_tokenize', 'detect_language', 'IFEvalArgError',
-           'UnknownInstructionError', 'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words',
-           'keywords_letter_frequency', 'language_response_language', 'length_number_sentences',
-           'length_number_paragraphs', 'length_number_words', 'length_nth_paragraph_first_word',
-           'content_number_placeholders', 'content_postscript', 'format_number_bullet_lists',
-           'format_constrained_response', 'format_number_highlighted_sections', 'format_multiple_sections',
-           'format_json_format', 'format_title', 'combination_two_responses', 'combination_repeat_prompt',
-           'startend_end_checker', 'change_case_capital_word_frequency', 'change_case_english_capital',
-           'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation', 'IFEvalInstruction',
-           'get_instruction', 'loose_variants', 'Verdict', 'score', 'accuracy', 'IFEvalInputError', 'read_rows',
-           'check_jsonl', 'sample_cases', 'reference_scorer', 'agreement_table']
+           'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language',
+           'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError', 'capital_word_bounds',
+           'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words', 'keywords_letter_frequency',
+           'language_response_language', 'length_number_sentences', 'length_number_paragraphs', 'length_number_words',
+           'length_nth_paragraph_first_word', 'content_number_placeholders', 'content_postscript',
+           'format_number_bullet_lists', 'format_constrained_response', 'format_number_highlighted_sections',
+           'format_multiple_sections', 'format_json_format', 'format_title', 'combination_two_responses',
+           'combination_repeat_prompt', 'startend_end_checker', 'change_case_capital_word_frequency',
+           'change_case_english_capital', 'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation',
+           'IFEvalInstruction', 'get_instruction', 'loose_variants', 'Verdict', 'score_many', 'score', 'accuracy',
+           'IFEvalInputError', 'read_rows', 'check_jsonl', 'sample_cases', 'reference_scorer', 'agreement_table']
 
 # %% ../nbs/11_ifeval.ipynb #c005
 @functools.lru_cache(maxsize=None)
@@ -78,15 +77,28 @@ def word_tokenize(text: str) -> list[str]:
     return [t for s in sentence_tokenizer().tokenize(text) for t in _WORD_TOKENIZER.tokenize(s)]
 
 # %% ../nbs/11_ifeval.ipynb #c008
-DetectorFactory.seed = 0
+DetectorFactory.seed = 0  # the reference's own langdetect calls (reference_scorer) use the same seed
+_LANGUAGE_CODES: dict[str, str | None] = {}
+_LANGUAGE_CODES_MAX = 1 << 16
 
-@functools.lru_cache(maxsize=8192)
+def detect_languages(texts: Iterable[str]) -> list[str | None]:
+    "langdetect's ISO code for each text (seed 0), None where langdetect cannot decide; computed as one batch."
+    texts = list(texts)
+    todo = list(dict.fromkeys(t for t in texts if t not in _LANGUAGE_CODES))
+    if todo:
+        if len(_LANGUAGE_CODES) + len(todo) > _LANGUAGE_CODES_MAX: _LANGUAGE_CODES.clear()
+        _LANGUAGE_CODES.update(zip(todo, detect_many(todo, seed=0)))
+    return [_LANGUAGE_CODES[t] for t in texts]
+
 def detect_language(text: str) -> str | None:
     "langdetect's ISO code for `text` (seed 0), or None where langdetect cannot decide."
-    try: return langdetect.detect(text)
-    except LangDetectException: return None
+    return detect_languages([text])[0]
 
-# %% ../nbs/11_ifeval.ipynb #c010
+def clear_language_cache() -> None:
+    "Forget memoised language codes (a benchmark starts from nothing)."
+    _LANGUAGE_CODES.clear()
+
+# %% ../nbs/11_ifeval.ipynb #c011
 class IFEvalArgError(ValueError):
     "A missing, unexpected or invalid IFEval kwarg."
 
@@ -126,7 +138,22 @@ def _language(v):
     if v not in LANGUAGE_CODES: raise ValueError(f"must be one of {sorted(LANGUAGE_CODES)}")
     return v
 
-# %% ../nbs/11_ifeval.ipynb #c012
+# %% ../nbs/11_ifeval.ipynb #c013
+_CAPITALISED = re.compile(r"[A-Z][a-z]+[.,!?;:]*")
+
+def capital_word_bounds(text: str) -> tuple[int, int]:
+    "(least, most) possible number of `isupper()` tokens in `word_tokenize(text)`, without tokenising."
+    least = most = 0
+    for w in text.split():
+        n = sum(map(str.isupper, w))
+        if not n: continue
+        if w.isascii():
+            if w.isalpha() and w.isupper(): least += 1
+            elif _CAPITALISED.fullmatch(w): continue
+        most += n
+    return least, most
+
+# %% ../nbs/11_ifeval.ipynb #c016
 def _cmp(n, threshold, relation): return n < threshold if relation == "less than" else n >= threshold
 
 def keywords_existence(v, keywords):
@@ -247,7 +274,10 @@ def startend_end_checker(v, end_phrase):
     return v.strip().strip('"').lower().endswith(end_phrase.strip().lower())
 
 def change_case_capital_word_frequency(v, capital_frequency, capital_relation):
-    "Treebank tokens that are `isupper()` ('I' and 'A' count)."
+    "Treebank tokens that are `isupper()` ('I' and 'A' count); tokenised only when the bounds do not decide."
+    least, most = capital_word_bounds(v)
+    if most < capital_frequency: return _cmp(most, capital_frequency, capital_relation)
+    if least >= capital_frequency: return _cmp(least, capital_frequency, capital_relation)
     return _cmp(sum(1 for w in word_tokenize(v) if w.isupper()), capital_frequency, capital_relation)
 
 def change_case_english_capital(v):
@@ -271,7 +301,7 @@ def startend_quotation(v):
     v = v.strip()
     return len(v) > 1 and v[0] == '"' and v[-1] == '"'
 
-# %% ../nbs/11_ifeval.ipynb #c014
+# %% ../nbs/11_ifeval.ipynb #c018
 @dataclass(frozen=True)
 class IFEvalInstruction:
     "One IFEval instruction id: its check and its required kwargs."
@@ -279,6 +309,7 @@ class IFEvalInstruction:
     check: Callable[..., bool]           # (response, **kwargs) -> bool, reference semantics
     params: Mapping[str, Callable]       # kwarg name -> validator/normaliser
     cross: Callable | None = None        # kwargs -> error text or None (rules across kwargs)
+    asks_language: Callable[[str], bool] | None = None  # response -> does `check` ask langdetect about it
 
     def validate(self, kwargs: Mapping[str, Any], where: str = "") -> dict:
         "Normalised kwargs; None values dropped; anything missing, extra, falsy or invalid raises."
@@ -296,7 +327,7 @@ class IFEvalInstruction:
         if err: raise IFEvalArgError(f"{at}instruction {self.id!r}: {err} (the reference would draw a random value)")
         return out
 
-def _i(id, check, cross=None, **params): return IFEvalInstruction(id, check, params, cross)
+def _i(id, check, cross=None, asks_language=None, **params): return IFEvalInstruction(id, check, params, cross, asks_language)
 def _nth_within(kw): return None if kw["nth_paragraph"] <= kw["num_paragraphs"] else "nth_paragraph exceeds num_paragraphs"
 
 INSTRUCTIONS: dict[str, IFEvalInstruction] = {i.id: i for i in [
@@ -304,7 +335,7 @@ INSTRUCTIONS: dict[str, IFEvalInstruction] = {i.id: i for i in [
     _i("keywords:frequency", keywords_frequency, keyword=_text, frequency=_pos_int, relation=_relation),
     _i("keywords:forbidden_words", keywords_forbidden_words, forbidden_words=_words),
     _i("keywords:letter_frequency", keywords_letter_frequency, letter=_letter, let_frequency=_pos_int, let_relation=_relation),
-    _i("language:response_language", language_response_language, language=_language),
+    _i("language:response_language", language_response_language, language=_language, asks_language=lambda v: True),
     _i("length_constraints:number_sentences", length_number_sentences, num_sentences=_pos_int, relation=_relation),
     _i("length_constraints:number_paragraphs", length_number_paragraphs, num_paragraphs=_pos_int),
     _i("length_constraints:number_words", length_number_words, num_words=_pos_int, relation=_relation),
@@ -322,8 +353,8 @@ INSTRUCTIONS: dict[str, IFEvalInstruction] = {i.id: i for i in [
     _i("combination:repeat_prompt", combination_repeat_prompt, prompt_to_repeat=_raw_text),
     _i("startend:end_checker", startend_end_checker, end_phrase=_text),
     _i("change_case:capital_word_frequency", change_case_capital_word_frequency, capital_frequency=_pos_int, capital_relation=_relation),
-    _i("change_case:english_capital", change_case_english_capital),
-    _i("change_case:english_lowercase", change_case_english_lowercase),
+    _i("change_case:english_capital", change_case_english_capital, asks_language=str.isupper),
+    _i("change_case:english_lowercase", change_case_english_lowercase, asks_language=str.islower),
     _i("punctuation:no_comma", punctuation_no_comma),
     _i("startend:quotation", startend_quotation),
 ]}
@@ -334,7 +365,7 @@ def get_instruction(iid: str, where: str = "") -> IFEvalInstruction:
     except (KeyError, TypeError):
         raise UnknownInstructionError(f"{where + ': ' if where else ''}unknown IFEval instruction id {iid!r}") from None
 
-# %% ../nbs/11_ifeval.ipynb #c017
+# %% ../nbs/11_ifeval.ipynb #c021
 def loose_variants(response: str) -> list[str]:
     "The reference's eight loose-scoring variants, in its order."
     r = response.split("\n")
@@ -352,26 +383,38 @@ class Verdict:
     @property
     def all_loose(self) -> bool: return all(self.loose)
 
+def _instructions(instruction_id_list, kwargs, where) -> list[tuple[IFEvalInstruction, dict]]:
+    "Each id's instruction and validated kwargs, or an error naming the row."
+    if len(instruction_id_list) != len(kwargs):
+        raise IFEvalArgError(f"{where}: {len(instruction_id_list)} instruction ids but {len(kwargs)} kwargs dicts")
+    out = []
+    for iid, kw in zip(instruction_id_list, kwargs):
+        ins = get_instruction(iid, where)
+        if not isinstance(kw, Mapping): raise IFEvalArgError(f"{where}: kwargs for {iid!r} must be an object, got {kw!r}")
+        out.append((ins, ins.validate(kw, where)))
+    return out
+
+def score_many(rows: Iterable[tuple[list[str], list[Mapping], str, str]],  # (instruction ids, kwargs, response, where) per row
+               ) -> list[Verdict]:
+    "Strict and loose verdicts of many responses, with the reference semantics; langdetect runs in batches."
+    rows = [(_instructions(ids, kws, where), response) for ids, kws, response, where in rows]
+    detect_languages(r for checks, r in rows if r.strip() for ins, _ in checks if ins.asks_language and ins.asks_language(r))
+    stricts = [[bool(r.strip()) and ins.check(r, **args) for ins, args in checks] for checks, r in rows]
+    variants = [[v for v in dict.fromkeys(loose_variants(r)) if v.strip() and v != r] for _, r in rows]
+    detect_languages(v for (checks, r), vs, ss in zip(rows, variants, stricts) for (ins, _), s in zip(checks, ss)
+                     if not s and ins.asks_language for v in vs if ins.asks_language(v))
+    return [Verdict(tuple(ss), tuple(s or any(ins.check(v, **args) for v in vs) for (ins, args), s in zip(checks, ss)))
+            for (checks, r), vs, ss in zip(rows, variants, stricts)]
+
 def score(instruction_id_list: list[str],  # IFEval ids, in prompt order
           kwargs: list[Mapping],            # one kwargs dict per id (None values ignored)
           response: str,                    # the model's answer
           where: str = "",                  # location for error messages (file:line)
           ) -> Verdict:
     "Strict and loose verdicts of one response, with the reference semantics."
-    if len(instruction_id_list) != len(kwargs):
-        raise IFEvalArgError(f"{where}: {len(instruction_id_list)} instruction ids but {len(kwargs)} kwargs dicts")
-    variants = list(dict.fromkeys(v for v in loose_variants(response) if v.strip()))
-    strict, loose = [], []
-    for iid, kw in zip(instruction_id_list, kwargs):
-        ins = get_instruction(iid, where)
-        if not isinstance(kw, Mapping): raise IFEvalArgError(f"{where}: kwargs for {iid!r} must be an object, got {kw!r}")
-        args = ins.validate(kw, where)
-        s = bool(response.strip()) and ins.check(response, **args)
-        strict.append(s)
-        loose.append(s or any(ins.check(v, **args) for v in variants if v != response))
-    return Verdict(tuple(strict), tuple(loose))
+    return score_many([(instruction_id_list, kwargs, response, where)])[0]
 
-# %% ../nbs/11_ifeval.ipynb #c020
+# %% ../nbs/11_ifeval.ipynb #c024
 def accuracy(verdicts: Iterable[Verdict]) -> dict:
     "Prompt- and instruction-level accuracy, strict and loose."
     vs = list(verdicts)
@@ -383,7 +426,7 @@ def accuracy(verdicts: Iterable[Verdict]) -> dict:
             "prompt_level_loose_acc": sum(v.all_loose for v in vs) / len(vs),
             "inst_level_loose_acc": sum(flat("loose")) / len(flat("loose"))}
 
-# %% ../nbs/11_ifeval.ipynb #c023
+# %% ../nbs/11_ifeval.ipynb #c027
 class IFEvalInputError(ValueError):
     "A malformed row of an ifeval-check input file."
 
@@ -405,20 +448,22 @@ def read_rows(in_path: str | Path) -> list[tuple[str, dict]]:
             rows.append((where, row))
     return rows
 
+_CHUNK = 2048  # rows scored together: langdetect batches stay large, memory stays small
+
 def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` field
                 out_path: str | Path,  # where the verdict rows go
                 progress: bool = False,  # show a tqdm bar
                 ) -> dict:  # prompt- and instruction-level accuracy, strict and loose
     "Score every row of `in_path` with reference semantics and write one verdict row per input row."
     rows = read_rows(in_path)
-    it = rows
     if progress:
         from tqdm.auto import tqdm
-        it = tqdm(rows, desc="ifeval-check", unit="row")
+        it = tqdm(total=len(rows), desc="ifeval-check", unit="row")
     verdicts, out = [], []
-    for where, row in it:
-        v = score(row["instruction_id_list"], row["kwargs"], row["response"], where)
-        verdicts.append(v)
+    for chunk in (rows[i:i + _CHUNK] for i in range(0, len(rows), _CHUNK)):
+        verdicts += score_many((row["instruction_id_list"], row["kwargs"], row["response"], where) for where, row in chunk)
+        if progress: it.update(len(chunk))
+    for (where, row), v in zip(rows, verdicts):
         out.append({"key": row["key"], "follow_instruction_list_strict": list(v.strict),
                     "follow_instruction_list_loose": list(v.loose),
                     "follow_all_instructions_strict": v.all_strict, "follow_all_instructions_loose": v.all_loose})
@@ -430,7 +475,7 @@ def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` fie
     os.replace(tmp, out_path)
     return accuracy(verdicts) if verdicts else {"n_prompts": 0, "n_instructions": 0}
 
-# %% ../nbs/11_ifeval.ipynb #c026
+# %% ../nbs/11_ifeval.ipynb #c030
 _VOCAB = ("river stone light market garden winter paper signal harbor orange window valley copper "
           "thread meadow lantern ribbon pocket engine category cat catalog answer section title").split()
 _SENTS = ["Dr. Smith arrived at 3 p.m. and left early.", "The U.S.A. has many states.", "It costs 3.5 dollars... maybe more!",
@@ -517,7 +562,7 @@ def sample_cases(iid: str,   # an IFEval instruction id
         rows.append({"key": i, "prompt": "p", "instruction_id_list": [iid], "kwargs": [kw], "response": text})
     return rows
 
-# %% ../nbs/11_ifeval.ipynb #c027
+# %% ../nbs/11_ifeval.ipynb #c031
 def reference_scorer(data_dir: str | Path | None = None) -> Callable[[dict], Verdict]:
     "lm-eval's vendored IFEval reference as `row -> Verdict`, offline (needs the `lm-eval` package)."
     import nltk
