@@ -4,7 +4,7 @@
 
 # %% ../nbs/10a_langdetect_exact.ipynb #c002
 from __future__ import annotations
-import functools, math, random, re
+import functools, math, random, re, sys
 from typing import Sequence
 
 import numpy as np
@@ -13,8 +13,9 @@ from langdetect.detector import Detector
 from langdetect.utils.ngram import NGram
 
 # %% auto #0
-__all__ = ['N_TRIAL', 'MAX_TEXT_LENGTH', 'STREAM_WORDS', 'MAX_DRAWS', 'profile', 'ngram_rows', 'word_stream', 'accepted_draws',
-           'language_probabilities', 'detect_many']
+__all__ = ['N_TRIAL', 'MAX_TEXT_LENGTH', 'STREAM_WORDS', 'MAX_DRAWS', 'SMALL_BATCH', 'profile', 'ngram_rows', 'word_stream',
+           'accepted_draws', 'text_probabilities', 'language_probabilities', 'LangdetectMismatch', 'self_check',
+           'detect_many']
 
 # %% ../nbs/10a_langdetect_exact.ipynb #c005
 N_TRIAL = 7              # Detector.n_trial
@@ -96,7 +97,47 @@ def _gauss_pair(words: Sequence[int], p: int) -> tuple[float, float]:
     x2pi, g2rad = u1 * (2.0 * math.pi), math.sqrt(-2.0 * math.log(1.0 - u2))
     return math.cos(x2pi) * g2rad, math.sin(x2pi) * g2rad
 
+def _trial_start(t: int, pos: np.ndarray, cursor: int, cached: float, words: Sequence[int]) -> tuple[float, int, float]:
+    "(weight alpha/BASE_FREQ, cursor into `pos`, gauss value kept for the next trial) at the start of trial t."
+    if t % 2: z = cached
+    else:
+        p = int(pos[cursor - 1]) + 1 if t else 0  # the word after the last accepted draw
+        z, cached = _gauss_pair(words, p)
+        cursor = int(np.searchsorted(pos, p + 4))
+    alpha = Detector.ALPHA_DEFAULT + (0.0 + z * 1.0) * Detector.ALPHA_WIDTH
+    return alpha / Detector.BASE_FREQ, cursor, cached
+
 # %% ../nbs/10a_langdetect_exact.ipynb #c015
+def text_probabilities(rows: Sequence[int],  # `ngram_rows` of one text, non-empty
+                       seed: int = 0,        # the factory's seed (IFEval uses 0)
+                       ) -> np.ndarray:
+    "langdetect's `langprob` vector for one text, exactly as `Detector` computes it."
+    langs, _, matrix = profile()
+    if not len(rows): raise ValueError("a text without n-grams has no language probabilities")
+    n_lang, words = len(langs), word_stream(seed)
+    pos, picks = accepted_draws(len(rows), seed)
+    distinct, inverse = np.unique(np.asarray(rows, dtype=np.int64), return_inverse=True)
+    drawn, base = inverse[picks], matrix[distinct]  # each draw as a row of the text's own table
+    total, cursor, cached = np.zeros(n_lang), 0, 0.0
+    block = np.empty((6, n_lang))
+    for t in range(N_TRIAL):
+        weight, cursor, cached = _trial_start(t, pos, cursor, cached, words)
+        table = base + weight
+        prob = table[drawn[cursor]] * (1.0 / n_lang)  # the first update of a uniform start
+        prob /= np.add.accumulate(prob)[-1]
+        cursor, i = cursor + 1, 0
+        while np.maximum.reduce(prob) <= Detector.CONV_THRESHOLD and i < Detector.ITERATION_LIMIT:
+            block[0] = prob
+            table.take(drawn[cursor:cursor + 5], axis=0, out=block[1:])
+            np.multiply.reduce(block, axis=0, out=prob)
+            prob /= np.add.accumulate(prob)[-1]
+            cursor, i = cursor + 5, i + 5
+        total += prob / N_TRIAL
+    return total
+
+# %% ../nbs/10a_langdetect_exact.ipynb #c017
+SMALL_BATCH = 8  # up to this many texts, one at a time is faster than lockstep
+
 def language_probabilities(rows_per_text: Sequence[Sequence[int]],  # `ngram_rows` of each text, each non-empty
                            seed: int = 0,                            # the factory's seed (IFEval uses 0)
                            ) -> np.ndarray:
@@ -106,6 +147,7 @@ def language_probabilities(rows_per_text: Sequence[Sequence[int]],  # `ngram_row
     result = np.zeros((n_text, n_lang))
     if not n_text: return result
     if any(len(r) == 0 for r in rows_per_text): raise ValueError("a text without n-grams has no language probabilities")
+    if n_text <= SMALL_BATCH: return np.array([text_probabilities(r, seed) for r in rows_per_text])
     words = word_stream(seed)
     sizes = sorted({len(r) for r in rows_per_text})
     draws = {n: accepted_draws(n, seed) for n in sizes}
@@ -114,17 +156,7 @@ def language_probabilities(rows_per_text: Sequence[Sequence[int]],  # `ngram_row
     pick_off = (np.searchsorted(sizes, [len(r) for r in rows_per_text]) * MAX_DRAWS).astype(np.int64)
     gram_off = np.cumsum([0] + [len(r) for r in rows_per_text])[:-1]
     grams = np.concatenate([np.asarray(r, dtype=np.int64) for r in rows_per_text])
-
-    def start_trial(t: int, text: int, cursor: int, cached: float) -> tuple[float, int, float]:
-        "(weight, cursor, cached gauss) at the start of trial t."
-        if t % 2: z = cached
-        else:
-            pos = draws[len(rows_per_text[text])][0]
-            p = int(pos[cursor - 1]) + 1 if t else 0  # the word after the last accepted draw
-            z, cached = _gauss_pair(words, p)
-            cursor = int(np.searchsorted(pos, p + 4))
-        alpha = Detector.ALPHA_DEFAULT + (0.0 + z * 1.0) * Detector.ALPHA_WIDTH
-        return alpha / Detector.BASE_FREQ, cursor, cached
+    start_trial = lambda t, b, cursor, cached: _trial_start(t, draws[len(rows_per_text[b])][0], cursor, cached, words)
 
     text = np.arange(n_text)
     trial = np.zeros(n_text, dtype=np.int64)
@@ -141,7 +173,7 @@ def language_probabilities(rows_per_text: Sequence[Sequence[int]],  # `ngram_row
         factors += weight[:, None, None]
         factors[first, 1:] = 1.0
         for j in range(5): prob *= factors[:, j]
-        prob /= np.cumsum(prob, axis=1)[:, -1:]
+        prob /= np.add.accumulate(prob, axis=1)[:, -1:]
         top = prob.max(axis=1)
         checked = np.where(first, 0, checked + 5)
         cursor += np.where(first, 1, 5)
@@ -164,12 +196,36 @@ def language_probabilities(rows_per_text: Sequence[Sequence[int]],  # `ngram_row
             prob, total, first, checked = prob[keep], total[keep], first[keep], checked[keep]
     return result
 
-# %% ../nbs/10a_langdetect_exact.ipynb #c017
+# %% ../nbs/10a_langdetect_exact.ipynb #c019
+_SELF_CHECK_TEXTS = ("The cat sleeps on the chair and the house is big.", "Le chat dort sur la chaise.",
+    "Der Hund schläft im Garten.", "El perro corre en el parque.", "Собака спит в саду.", "猫は椅子の上で寝ています。",
+    "कुत्ता बगीचे में सो रहा है।", "ok", "I LOVE NYC AND THE USA.", "river stone light market garden")
+
+class LangdetectMismatch(RuntimeError):
+    "This Python or langdetect does not compute what `langdetect_exact` reproduces."
+
+@functools.lru_cache(maxsize=None)
+def self_check(seed: int = 0) -> bool:
+    "Compare both paths with langdetect's `Detector` on a few texts, bit for bit; raise `LangdetectMismatch` if any differs."
+    rows = [ngram_rows(t) for t in _SELF_CHECK_TEXTS]
+    batch = language_probabilities(rows, seed)
+    assert len(rows) > SMALL_BATCH  # the lockstep path
+    for t, r, p in zip(_SELF_CHECK_TEXTS, rows, batch):
+        d = detector_factory._factory.create()
+        d.seed = seed
+        d.append(t); d.get_probabilities()
+        if p.tolist() != d.langprob or text_probabilities(r, seed).tolist() != d.langprob:
+            raise LangdetectMismatch(f"langdetect_exact differs from langdetect on {t!r} (Python {sys.version.split()[0]}); "
+                                     "use langdetect itself or pin the versions this module was verified on")
+    return True
+
+# %% ../nbs/10a_langdetect_exact.ipynb #c022
 def detect_many(texts: Sequence[str],  # texts to identify
                 seed: int = 0,         # the factory's seed (IFEval uses 0)
                 ) -> list[str | None]:
     "`langdetect.detect(text)` with `DetectorFactory.seed = seed` for every text; None where it raises."
     langs = profile()[0]
+    self_check(seed)
     rows = [ngram_rows(t) for t in texts]
     live = [i for i, r in enumerate(rows) if r]
     probs = language_probabilities([rows[i] for i in live], seed)

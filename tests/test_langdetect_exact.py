@@ -41,3 +41,12 @@ def test_free_text_in_mixed_scripts(joined, noise):
 def test_empty_batch_and_no_features():
     assert detect_many([]) == []
     assert detect_many(["", "123 !!"]) == [None, None]
+
+def test_self_check_catches_a_different_computation(monkeypatch):
+    import pytest
+    from rsi_repro import langdetect_exact as lx
+    assert lx.self_check.__wrapped__(0)
+    gauss = lx._gauss_pair
+    monkeypatch.setattr(lx, "_gauss_pair", lambda words, p: tuple(z * (1 + 1e-15) for z in gauss(words, p)))
+    with pytest.raises(lx.LangdetectMismatch, match="differs from langdetect"):
+        lx.self_check.__wrapped__(0)
