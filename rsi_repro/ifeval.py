@@ -16,8 +16,8 @@ from nltk.tokenize.destructive import NLTKWordTokenizer
 from nltk.tokenize import RegexpTokenizer
 
 # %% auto #0
-__all__ = ['RELATIONS', 'LANGUAGE_CODES', 'INSTRUCTIONS', 'punkt_parameters', 'sentence_tokenizer', 'write_punkt_tab',
-           'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language',
+__all__ = ['RELATIONS', 'LANGUAGE_CODES', 'INSTRUCTIONS', 'CHUNK_ROWS', 'punkt_parameters', 'sentence_tokenizer',
+           'write_punkt_tab', 'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language',
            'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError', 'capital_word_bounds',
            'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words', 'keywords_letter_frequency',
            'language_response_language', 'length_number_sentences', 'length_number_paragraphs', 'length_number_words',
@@ -448,7 +448,7 @@ def read_rows(in_path: str | Path) -> list[tuple[str, dict]]:
             rows.append((where, row))
     return rows
 
-_CHUNK = 2048  # rows scored together: langdetect batches stay large, memory stays small
+CHUNK_ROWS = 2048  # rows scored together: langdetect batches stay large, memory stays small
 
 def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` field
                 out_path: str | Path,  # where the verdict rows go
@@ -460,7 +460,7 @@ def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` fie
         from tqdm.auto import tqdm
         it = tqdm(total=len(rows), desc="ifeval-check", unit="row")
     verdicts, out = [], []
-    for chunk in (rows[i:i + _CHUNK] for i in range(0, len(rows), _CHUNK)):
+    for chunk in (rows[i:i + CHUNK_ROWS] for i in range(0, len(rows), CHUNK_ROWS)):
         verdicts += score_many((row["instruction_id_list"], row["kwargs"], row["response"], where) for where, row in chunk)
         if progress: it.update(len(chunk))
     for (where, row), v in zip(rows, verdicts):
