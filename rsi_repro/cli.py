@@ -8,7 +8,7 @@ import argparse, sys
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['main']
+__all__ = ['train_sft_command', 'main']
 
 # %% ../nbs/91_cli.ipynb #c004
 def _parser() -> argparse.ArgumentParser:
@@ -19,6 +19,20 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument('--only', action='append', default=[], metavar='STAGE', help='run only this stage (repeatable)')
     r.add_argument('--force', action='append', default=[], metavar='STAGE', help="rerun this stage even if unchanged ('all' for every stage)")
     r.add_argument('--arm', action='append', default=[], metavar='NAME', help='run only this arm of per-arm stages (repeatable)')
+    t = sub.add_parser('train-sft', help="one LoRA SFT run on a mix file with a profile section's settings "
+                                         "(the entry point accelerate launch / torchrun start on every rank)")
+    t.add_argument('profile')
+    t.add_argument('--section', default='repair', choices=['sft', 'repair', 'rounds'], help="whose lora/optim settings to use")
+    t.add_argument('--mix', required=True, help='the .npz mix (corpora.write_sft_mix)')
+    t.add_argument('--out', required=True, help='adapter folder to write')
+    t.add_argument('--tag', default='train-sft')
+    t.add_argument('--base', help="override the profile's base (a local folder)")
+    t.add_argument('--warm-start', help='an adapter folder to start from')
+    t.add_argument('--steps', type=int)
+    t.add_argument('--micro-batch', type=int)
+    t.add_argument('--grad-accum', type=int, help='per process: keep micro-batch x grad-accum x processes equal to compare runs')
+    t.add_argument('--bf16', action='store_true')
+    t.add_argument('--report-to', default='tensorboard')
     c = sub.add_parser('ifeval-check', help='score IFEval-format responses (strict and loose)')
     c.add_argument('input', help="JSONL rows: key, prompt, instruction_id_list, kwargs, response")
     c.add_argument('-o', '--output', required=True, help='JSONL verdicts, one per input row')
@@ -31,6 +45,25 @@ def _user_errors() -> tuple:
     from rsi_repro.chat import ChatError
     return (ProfileError, DataError, StageFailed, ChatError, KeyError, FileNotFoundError, ValueError)
 
+def train_sft_command(args) -> dict:
+    "Run `train_sft` with a profile section's LoRA and optimiser settings and the command line's overrides."
+    from dataclasses import replace
+    from rsi_repro.config import ProfileError, load_profile
+    from rsi_repro.generate import ModelRef
+    from rsi_repro.train import train_sft
+    profile = load_profile(args.profile, check_files=False)
+    section = getattr(profile, args.section)
+    if section is None: raise ProfileError(profile.path, args.section, "this profile has no such section")
+    over = {k: v for k, v in (('micro_batch', args.micro_batch), ('grad_accum', args.grad_accum)) if v is not None}
+    optim = replace(section.optim, **over, **({'bf16': True} if args.bf16 else {}))
+    ref = ModelRef.from_profile(profile)
+    if args.base: ref = replace(ref, base=str(Path(args.base).resolve()))
+    report = [] if args.report_to == 'none' else [args.report_to]
+    ev = train_sft(ref, profile.base.architecture, args.mix, section.lora, optim, args.out, tag=args.tag,
+                   warm_start=args.warm_start, steps=args.steps, report_to=report)
+    if ev: print(f"rsi-repro: {args.out}: {ev['steps']} steps, {ev['training_tokens']} tokens, {ev['wall_seconds']} s, world size {ev['world_size']}")
+    return ev
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -40,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             results = run(args.profile, only=args.only, force=args.force, **kwargs)
             ran = sum(r.status == 'ran' for r in results)
             print(f"rsi-repro: {ran} stage(s) ran, {len(results) - ran} unchanged")
+        elif args.command == 'train-sft':
+            train_sft_command(args)
         elif args.command == 'ifeval-check':
             from rsi_repro.ifeval import check_jsonl
             summary = check_jsonl(args.input, args.output)

@@ -14,15 +14,15 @@ import yaml
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'ProfileError', 'from_dict',
            'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus', 'SFTStage', 'DPOArm', 'DPOStage',
-           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'Pools', 'Stage', 'Profile', 'project_root', 'load_profile',
-           'to_dict', 'canonical_json', 'fingerprint']
+           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge',
+           'load_profile', 'to_dict', 'canonical_json', 'fingerprint']
 
 # %% ../nbs/00_config.ipynb #c005
 class ProfileError(ValueError):
     "A profile that cannot be used, with the file and the dotted key that are wrong."
-    def __init__(self, where: str, key: str, problem: str):
+    def __init__(self, where: str, key: str, problem: str, message: str | None = None):
         self.where, self.key, self.problem = where, key, problem
-        super().__init__(f"{where}: {key}: {problem}" if key else f"{where}: {problem}")
+        super().__init__(message or (f"{where}: {key}: {problem}" if key else f"{where}: {problem}"))
 
 # %% ../nbs/00_config.ipynb #c007
 _SCALARS = (int, float, str, bool)
@@ -295,6 +295,7 @@ class Stage:
     notebook: str
     needs: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
+    takes_arms: bool = False             # `rsi-repro run --arm NAME` narrows this stage to the named arms
 
 @dataclass(frozen=True)
 class Profile:
@@ -321,6 +322,12 @@ class Profile:
         for i, s in enumerate(self.stages):
             for need in s.needs:
                 if need not in names[:i]: raise ProfileError(where, f"stages[{i}].needs", f"{need!r} is not an earlier stage")
+        if self.promotion:       # the rule is data; its schema lives with the code that seals and applies it
+            from rsi_repro.preregister import PromotionRule
+            try: PromotionRule.from_dict(to_dict(self.promotion), where=f"{where}: promotion")
+            except (KeyError, ValueError, TypeError) as e:
+                msg = str(e.args[0] if e.args else e)
+                raise ProfileError(where, 'promotion', msg, message=msg) from None
 
     def resolve(self, path: str | Path) -> Path:
         "A path from the profile, relative to the project root."
@@ -356,14 +363,31 @@ def _check_files(profile: Profile, where: str):
         nb = profile.resolve(Path('nbs/stages') / f"{s.notebook}.ipynb")
         if not nb.exists(): raise ProfileError(where, f"stages.{s.name}.notebook", f"notebook not found: {nb}")
 
-def load_profile(path: str | Path, check_files: bool = True) -> Profile:
-    "Read and validate a profile YAML into a frozen `Profile`."
-    path = Path(path)
+def deep_merge(base: dict, override: dict) -> dict:
+    "`override` on top of `base`: mappings merge key by key, anything else (lists included) is replaced."
+    out = dict(base)
+    for k, v in override.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+def _read_yaml(path: Path, seen: tuple = ()) -> dict:
     where = str(path)
     if not path.exists(): raise ProfileError(where, '', "profile file not found")
     try: data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e: raise ProfileError(where, '', f"not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(data, dict): raise ProfileError(where, '', "a profile must be a mapping at the top level")
+    parent = data.pop('extends', None)
+    if parent is None: return data
+    if not isinstance(parent, str): raise ProfileError(where, 'extends', "expected the path of another profile")
+    ppath = (path.parent / parent).resolve()
+    if ppath in seen: raise ProfileError(where, 'extends', f"profiles extend each other in a cycle ({ppath})")
+    return deep_merge(_read_yaml(ppath, seen + (path.resolve(),)), data)
+
+def load_profile(path: str | Path, check_files: bool = True) -> Profile:
+    "Read and validate a profile YAML (following `extends:` to the profile it overrides) into a frozen `Profile`."
+    path = Path(path)
+    where = str(path)
+    data = _read_yaml(path)
     for reserved in ('path', 'root'):
         if reserved in data: raise ProfileError(where, reserved, "reserved key: set by the loader")
     root = project_root(path.parent)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_pipeline.ipynb #c002
 from __future__ import annotations
-import json, platform, sys, time
+import json, os, platform, sys, time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -15,11 +15,13 @@ from .config import Profile, Stage, fingerprint, load_profile, to_dict
 from .io import atomic_write_text, sha256_file, sha256_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'VERSIONED', 'library_sha256', 'package_versions', 'output_hashes', 'read_manifest', 'StageFailed',
-           'StageResult', 'stage_inputs', 'run_stage', 'run']
+__all__ = ['MANIFEST', 'QUIET_ENV', 'VERSIONED', 'library_sha256', 'package_versions', 'output_hashes', 'read_manifest',
+           'StageFailed', 'StageResult', 'stage_inputs', 'run_stage', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 MANIFEST = 'manifest.json'
+QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
+             'TRANSFORMERS_NO_ADVISORY_WARNINGS': '1', 'PYTHONWARNINGS': 'ignore', 'TOKENIZERS_PARALLELISM': 'false'}
 VERSIONED = ('rsi_repro', 'torch', 'transformers', 'peft', 'trl', 'accelerate', 'datasets', 'tokenizers',
              'papermill', 'nbclient', 'pandas', 'numpy', 'scipy', 'seaborn', 'vllm')
 
@@ -87,6 +89,7 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, params: dict 
     nb_out = stage_dir / f"{stage.notebook}.ipynb"
     started, t0 = datetime.now(timezone.utc), time.time()
     log(f"[{stage.name}] running {nb_in.relative_to(profile.root)} -> {nb_out}")
+    os.environ.update(QUIET_ENV)      # the executed notebook is for reading: no progress bars or library chatter in it
     parameters = {'profile_path': str(Path(profile.path).resolve()), 'stage_dir': str(stage_dir.resolve()),
                   'run_dir': str(run_dir.resolve()), **params}
     try:
@@ -106,15 +109,22 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, params: dict 
     return StageResult(stage.name, 'ran', manifest['wall_seconds'], str(stage_dir))
 
 # %% ../nbs/90_pipeline.ipynb #c009
-def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), log=print) -> list[StageResult]:
-    "Run a profile's stages in order; returns what ran and what was skipped."
+def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
+        log=print) -> list[StageResult]:
+    "Run a profile's stages in order; returns what ran and what was skipped. `arms` narrows the stages that take arms."
     profile = profile if isinstance(profile, Profile) else load_profile(profile)
     names = [s.name for s in profile.stages]
     for n in [*only, *force]:
         if n not in names and n != 'all': raise KeyError(f"{profile.path}: no stage named {n!r} (stages: {', '.join(names)})")
+    if arms:
+        if not any(s.takes_arms for s in profile.stages): raise KeyError(f"{profile.path}: --arm given, but no stage takes arms")
+        known = {a.name for a in profile.rounds.arms} if profile.rounds else set()
+        unknown = sorted(set(arms) - known)
+        if unknown: raise KeyError(f"{profile.path}: unknown arm(s) {unknown} (arms: {', '.join(sorted(known))})")
     force_all = 'all' in force
     results = []
     for stage in profile.stages:
         if only and stage.name not in only: continue
-        results.append(run_stage(profile, stage, force=force_all or stage.name in force, log=log))
+        params = {'arms': list(arms)} if arms and stage.takes_arms else None
+        results.append(run_stage(profile, stage, force=force_all or stage.name in force, params=params, log=log))
     return results

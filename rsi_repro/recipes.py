@@ -17,7 +17,8 @@ from .train import train_dpo, train_sft
 
 # %% auto #0
 __all__ = ['stage_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'write_preference_pairs', 'choose_anchor',
-           'dpo_stage']
+           'dpo_stage', 'read_run_pool', 'repair_stage', 'arm_warm_start', 'arm_waves', 'round_mixes', 'train_arm',
+           'rounds_stage']
 
 # %% ../nbs/35_recipes.ipynb #c005
 def stage_adapter(profile: Profile, stage: str) -> Path:
@@ -142,3 +143,101 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, audit_prompts: str | Path
     audits['shipped'] = audits.arm.eq(ship)
     audits.to_csv(stage_dir / 'anchor_audit.csv', index=False)
     return {'pairs': n_pairs, 'audit': audits, 'shipped': ship, 'adapter': str(stage_dir / 'adapter')}
+
+# %% ../nbs/35_recipes.ipynb #c016
+def read_run_pool(profile: Profile, name: str) -> list[dict]:
+    "A pool the `pools` stage wrote for this run."
+    from rsi_repro.pools import read_pool
+    path = profile.run_dir / 'pools' / f"{name}.jsonl"
+    if not path.exists(): raise FileNotFoundError(f"pool {name!r} not found at {path}: run the pools stage first")
+    return read_pool(path)
+
+def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
+    "Stage 3: rejection-sample the repair pool from the warm start, write the mix, train; returns keep rates and evidence."
+    from rsi_repro.rejection import rejection_round
+    cfg = profile.repair
+    if cfg is None: raise ProfileError(profile.path, 'repair', "this profile has no repair section")
+    stage_dir = Path(stage_dir)
+    parent = resolve_checkpoint(profile, cfg.warm_start)
+    model = ModelRef.from_profile(profile, parent)
+    pool = read_run_pool(profile, cfg.pool)
+    rr = rejection_round(pool, model, profile.serving, cfg.sampling, stage_dir / 'sampling', load_tokenizer(model),
+                         cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
+    out = stage_dir / 'adapter'
+    ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
+                   tag='repair', warm_start=str(parent) if parent else None, report_to=report_to)
+    return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out)}
+
+# %% ../nbs/35_recipes.ipynb #c018
+def arm_warm_start(profile: Profile, arm) -> str:
+    "The checkpoint name an arm starts from."
+    r = profile.rounds
+    return {'parent': r.sample_from, 'champion': r.champion or r.arms[0].name}.get(arm.warm_start, arm.warm_start)
+
+def arm_waves(profile: Profile, names: Optional[list[str]] = None) -> list[list]:
+    "Arms grouped so that every arm's warm start is trained in an earlier wave (or is a stage)."
+    arms = [a for a in profile.rounds.arms if not names or a.name in names]
+    unknown = set(names or []) - {a.name for a in profile.rounds.arms}
+    if unknown: raise KeyError(f"{profile.path}: unknown arm(s) {sorted(unknown)}")
+    arm_names = {a.name for a in profile.rounds.arms}
+    done, waves = set(), []
+    while arms:
+        wave = [a for a in arms if arm_warm_start(profile, a) not in arm_names or arm_warm_start(profile, a) in done
+                or arm_warm_start(profile, a) not in {x.name for x in arms}]
+        if not wave: raise ValueError(f"arms {[a.name for a in arms]} warm-start from each other in a cycle")
+        waves.append(wave); done |= {a.name for a in wave}; arms = [a for a in arms if a.name not in done]
+    return waves
+
+def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
+    "Sample each pool the arms use from the parent; write its single and double mixes."
+    from rsi_repro.rejection import rejection_round
+    r = profile.rounds
+    parent = resolve_checkpoint(profile, r.sample_from)
+    model = ModelRef.from_profile(profile, parent)
+    tok = load_tokenizer(model)
+    out = {}
+    for pool_name in sorted({a.pool for a in r.arms}):
+        pool = read_run_pool(profile, pool_name)
+        for draws, mix in ((1, 'single'), (2, 'double')):
+            rr = rejection_round(pool, model, profile.serving, r.sampling, Path(stage_dir) / 'mixes' / pool_name, tok,
+                                 r.optim.seq_len, draws=draws, pool_name=pool_name)
+            out[(pool_name, mix)] = rr
+    return out
+
+def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tensorboard',)) -> dict:
+    "Train one arm (a top-level function, so submitit can pickle it for a Slurm job)."
+    from rsi_repro.config import load_profile
+    profile = load_profile(profile_path)
+    r = profile.rounds
+    arm = next(a for a in r.arms if a.name == arm_name)
+    warm = resolve_checkpoint(profile, arm_warm_start(profile, arm))
+    mix = Path(stage_dir) / 'mixes' / arm.pool / f"mix_x{1 if arm.mix == 'single' else 2}.npz"
+    out = profile.run_dir / 'rounds' / arm.name / 'adapter'
+    if (out / 'training_evidence.json').exists():
+        return json.loads((out / 'training_evidence.json').read_text())
+    return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
+                     warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
+
+def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[str]] = None, report_to=('tensorboard',)) -> dict:
+    "Stage 4: the round's mixes, then every arm (or the named ones), wave by wave, locally or on Slurm."
+    import pandas as pd
+    r = profile.rounds
+    if r is None: raise ProfileError(profile.path, 'rounds', "this profile has no rounds section")
+    mixes = round_mixes(profile, stage_dir)
+    evidence = {}
+    for wave in arm_waves(profile, arms):
+        if r.executor == 'slurm':
+            import submitit
+            ex = submitit.AutoExecutor(folder=str(Path(stage_dir) / 'slurm'), cluster=r.slurm.get('cluster'))
+            ex.update_parameters(**{k: v for k, v in r.slurm.items() if k != 'cluster'})
+            jobs = [(a.name, ex.submit(train_arm, profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave]
+            evidence.update({name: job.result() for name, job in jobs})
+        else:
+            evidence.update({a.name: train_arm(profile.path, a.name, str(stage_dir), report_to) for a in wave})
+    table = pd.DataFrame([{'arm': a.name, 'pool': a.pool, 'mix': a.mix, 'init': arm_warm_start(profile, a), 'steps': evidence[a.name]['steps'],
+                           'seed': evidence[a.name]['seed'], 'examples_mix': mixes[(a.pool, a.mix)]['mix'].examples,
+                           'training_tokens': evidence[a.name]['training_tokens'], 'supervised_tokens': evidence[a.name]['supervised_tokens'],
+                           'wall_seconds': evidence[a.name]['wall_seconds'], 'dataset_sha256': evidence[a.name]['dataset_sha256'][:12]}
+                          for a in r.arms if a.name in evidence])
+    table.to_csv(Path(stage_dir) / 'arms.csv', index=False)
+    return {'mixes': mixes, 'arms': table}

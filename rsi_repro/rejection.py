@@ -14,6 +14,7 @@ from .config import Sampling, Serving
 from .constraints import check_all
 from .corpora import MixStats, write_sft_mix
 from .generate import Decode, ModelRef, generate
+import pandas as pd
 
 # %% auto #0
 __all__ = ['NothingKept', 'pool_requests', 'sample_pool', 'check_samples', 'keep', 'keep_rates', 'mix_examples', 'write_mix',

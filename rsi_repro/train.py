@@ -103,8 +103,12 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
               warmup_steps=optim.warmup, lr_scheduler_type=optim.schedule, weight_decay=optim.weight_decay,
               max_grad_norm=optim.max_grad_norm, seed=seed if seed is not None else optim.seed,
               data_seed=seed if seed is not None else optim.seed, logging_steps=1, save_strategy='no',
-              report_to=list(report_to), bf16=optim.bf16 and torch.cuda.is_available(),
-              activation_checkpointing=optim.activation_checkpointing, dataloader_num_workers=0, disable_tqdm=False)
+              report_to=list(report_to), bf16=optim.bf16 and torch.cuda.is_available(), dataloader_num_workers=0,
+              disable_tqdm=os.environ.get('TQDM_DISABLE') == '1')
+    # transformers 5.2x renamed gradient_checkpointing to activation_checkpointing; support both
+    from transformers import TrainingArguments
+    ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
+    kw[ckpt] = optim.activation_checkpointing
     if optim.schedule == 'cosine_with_min_lr': kw['lr_scheduler_kwargs'] = {'min_lr_rate': optim.min_lr_rate}
     if steps is not None: kw['max_steps'] = steps
     else: kw['num_train_epochs'] = optim.epochs
