@@ -31,7 +31,7 @@ __all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'OU
            'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_termination', 'eval_multi_turn',
            'adjudication_sheet', 'eval_safety', 'Instrument', 'eval_checkpoints', 'eval_instruments', 'result_paths',
            'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary',
-           'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent']
+           'find_outcomes', 'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -485,6 +485,13 @@ def load_summary(run_dir: str | Path, checkpoint: str, instrument: str) -> pd.Da
     path = result_paths(Path(run_dir) / 'eval', checkpoint, instrument)['summary']
     if not path.exists(): raise FileNotFoundError(f"{path}: no summary; run the eval stage for {checkpoint!r} first")
     return pd.read_csv(path)
+
+def find_outcomes(run_dir: str | Path, checkpoint: str, instrument: str, stages: Sequence[str] = ('eval', 'eval_arms')) -> pd.DataFrame:
+    "A checkpoint's outcomes from the first evaluation stage folder that holds them, or an error naming where it looked."
+    for stage in stages:
+        path = result_paths(Path(run_dir) / stage, checkpoint, instrument)['outcomes']
+        if path.exists(): return read_outcomes(path, checkpoint)
+    raise FileNotFoundError(f"no {instrument} outcomes for {checkpoint} in {', '.join(str(Path(run_dir) / s) for s in stages)}")
 
 # %% ../nbs/46_evaluate.ipynb #c033
 def overview(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: evaluate_checkpoint(...)}

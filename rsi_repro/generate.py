@@ -11,12 +11,13 @@ from typing import Callable, Optional, Sequence
 
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
 from .config import Serving
-from .io import DataError, iter_jsonl, read_jsonl, sha256_json, write_jsonl
+from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_json, write_jsonl
 
 # %% auto #0
 __all__ = ['BACKENDS', 'VLLM_LORA_RANKS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
            'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'base_identity', 'check_adapter_base', 'load_tokenizer',
-           'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'VLLMBackend', 'generate']
+           'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'VLLMBackend', 'plan_dir',
+           'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -242,6 +243,10 @@ def _plan(requests, model: ModelRef, decode: Decode, serving: Serving) -> dict:
             'model': asdict(model), 'decode': asdict(decode), 'system_prompt': serving.system_prompt,
             'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong, 'shard_size': serving.shard_size}
 
+def plan_dir(out_dir: str | Path, plan: dict) -> Path:
+    "The shard folder of one generation plan inside `out_dir`."
+    return Path(out_dir) / f"plan-{sha256_json(plan)[:16]}"
+
 def _read_shard(path: Path, expected: list[tuple[str, int]]) -> list[dict]:
     try: rows = read_jsonl(path)
     except DataError as e: raise DataError(f"corrupted shard {e}; delete {path.name} to regenerate it") from None
@@ -267,13 +272,12 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
     ids = [str(r['id']) for r in requests]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1); raise DataError(f"duplicate request id {dup!r}")
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     plan = _plan(requests, model, decode, serving)
+    out = plan_dir(out_dir, plan); out.mkdir(parents=True, exist_ok=True)
     plan_path = out / 'plan.json'
     if plan_path.exists() and json.loads(plan_path.read_text()) != plan:
-        raise ValueError(f"{out}: holds generations for another plan (requests, model or decode settings differ); "
-                         f"use a fresh folder or delete this one")
-    plan_path.write_text(json.dumps(plan, indent=1, sort_keys=True))
+        raise DataError(f"{plan_path}: does not match its folder's hash: the folder was edited by hand; delete it to regenerate")
+    atomic_write_text(plan_path, json.dumps(plan, indent=1, sort_keys=True))
     size = serving.shard_size
     chunks = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
     rows: list[dict] = []

@@ -5,7 +5,7 @@
 # %% ../nbs/90_pipeline.ipynb #c002
 from __future__ import annotations
 import json, os, platform, sys, time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -67,7 +67,10 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path, params: dict) ->
         if m is None: raise StageFailed(f"stage '{stage.name}' needs stage '{need}', which has not run in {run_dir}")
         upstream[need] = m['outputs_sha256']
     nb = profile.resolve(Path('nbs/stages') / f"{stage.notebook}.ipynb")
-    return {'profile_sha256': fingerprint(profile), 'notebook_sha256': sha256_file(nb), 'library_sha256': library_sha256(),
+    # every section of the profile counts (conservative), but of the stage list only this stage's own entry:
+    # editing a later stage's parameters must not retrain an earlier one
+    own = replace(profile, stages=(stage,))
+    return {'profile_sha256': fingerprint(own), 'notebook_sha256': sha256_file(nb), 'library_sha256': library_sha256(),
             'upstream': upstream, 'params': params}
 
 def run_stage(profile: Profile, stage: Stage, force: bool = False, params: dict | None = None,

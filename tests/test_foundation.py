@@ -107,17 +107,17 @@ def test_generation_killed_part_way_resumes_with_every_row_once(tmp_path):
     script.write_text(KILL_SCRIPT)
     killed = subprocess.run([sys.executable, str(script), str(TINY), str(out), '3'], cwd=ROOT)
     assert killed.returncode == -signal.SIGKILL
-    before = {s.name: s.read_bytes() for s in out.glob('shard-*.jsonl')}
+    before = {s.name: s.read_bytes() for s in out.glob('plan-*/shard-*.jsonl')}
     assert sorted(before) == ['shard-00000.jsonl', 'shard-00001.jsonl']     # the shard in flight was lost, not half-written
-    assert not list(out.glob('.*.tmp'))
+    assert not list(out.glob('plan-*/.*.tmp'))
     subprocess.run([sys.executable, str(script), str(TINY), str(out), '0'], cwd=ROOT, check=True)
-    rows = [r for s in sorted(out.glob('shard-*.jsonl')) for r in read_jsonl(s)]
+    rows = [r for s in sorted(out.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]
     want = [r['id'] for r in read_jsonl(ROOT / 'data/prompts/serve.jsonl')]
     assert [r['id'] for r in rows] == want                                   # every row, exactly once, in order
-    assert all((out / name).read_bytes() == data for name, data in before.items())   # finished shards kept as they were
+    assert all((next(out.glob('plan-*')) / name).read_bytes() == data for name, data in before.items())   # finished shards kept as they were
     fresh = tmp_path / 'fresh'
     subprocess.run([sys.executable, str(script), str(TINY), str(fresh), '0'], cwd=ROOT, check=True)
-    assert rows == [r for s in sorted(fresh.glob('shard-*.jsonl')) for r in read_jsonl(s)]   # same as an unbroken run
+    assert rows == [r for s in sorted(fresh.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]   # same as an unbroken run
 
 
 def test_duplicate_request_id_names_the_line(tmp_path):

@@ -40,14 +40,14 @@ def test_sampler_killed_part_way_loses_and_duplicates_nothing(tmp_path):
     script.write_text(SAMPLER); pool_file.write_text(json.dumps(POOL))
     killed = subprocess.run([sys.executable, str(script), str(TINY), str(out), '3', str(pool_file)], cwd=ROOT)
     assert killed.returncode == -signal.SIGKILL
-    assert sorted(p.name for p in out.glob('shard-*.jsonl')) == ['shard-00000.jsonl', 'shard-00001.jsonl']
+    assert sorted(p.name for p in out.glob('plan-*/shard-*.jsonl')) == ['shard-00000.jsonl', 'shard-00001.jsonl']
     subprocess.run([sys.executable, str(script), str(TINY), str(out), '0', str(pool_file)], cwd=ROOT, check=True)
-    rows = [r for s in sorted(out.glob('shard-*.jsonl')) for r in read_jsonl(s)]
+    rows = [r for s in sorted(out.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]
     keys = [(r['id'], r['sample']) for r in rows]
     assert keys == [(p['id'], s) for p in POOL for s in range(3)]              # all 36 samples, each once, in order
     fresh = tmp_path / 'fresh'
     subprocess.run([sys.executable, str(script), str(TINY), str(fresh), '0', str(pool_file)], cwd=ROOT, check=True)
-    assert rows == [r for s in sorted(fresh.glob('shard-*.jsonl')) for r in read_jsonl(s)]   # the same draws as an unbroken run
+    assert rows == [r for s in sorted(fresh.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]   # the same draws as an unbroken run
 
 
 def test_nothing_passing_the_checker_stops_with_a_clear_message(tmp_path):
