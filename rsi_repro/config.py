@@ -220,7 +220,6 @@ class DPOStage:
     grid: tuple[DPOArm, ...]
     max_tool_leak_rate: float = 0.0       # the ship rule: an anchor whose decoded answers leak more tool text is refused
     warm_start: Optional[str] = 'sft'
-    max_prompt_tokens: Optional[int] = None
 
 @dataclass(frozen=True)
 class Sampling:

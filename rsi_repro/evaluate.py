@@ -31,7 +31,8 @@ __all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'OU
            'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_termination', 'eval_multi_turn',
            'adjudication_sheet', 'eval_safety', 'Instrument', 'eval_checkpoints', 'eval_instruments', 'result_paths',
            'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary',
-           'find_outcomes', 'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent']
+           'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview', 'overview_table',
+           'family_rates', 'parent_of', 'paired_vs_parent']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -492,6 +493,18 @@ def find_outcomes(run_dir: str | Path, checkpoint: str, instrument: str, stages:
         path = result_paths(Path(run_dir) / stage, checkpoint, instrument)['outcomes']
         if path.exists(): return read_outcomes(path, checkpoint)
     raise FileNotFoundError(f"no {instrument} outcomes for {checkpoint} in {', '.join(str(Path(run_dir) / s) for s in stages)}")
+
+def safety_overview(results: Mapping) -> pd.DataFrame:
+    "Per checkpoint: the safety labels' rates (adjudicated where a person labelled, else the screen); empty if safety was not run."
+    cols = ['n', 'full_refusal', 'partial_refusal', 'full_compliance', 'screen_refusal', 'n_adjudicated']
+    rows = {ck: r['safety'][1].set_index('family').loc['ALL', cols] for ck, r in results.items() if 'safety' in r}
+    return pd.DataFrame(rows).T if rows else pd.DataFrame(columns=cols)
+
+def safety_screen_disagreements(results: Mapping) -> pd.DataFrame:
+    "Every prompt where the keyword screen disagrees with a person's label, across checkpoints."
+    from .instruments.safety import screen_disagreements
+    frames = [screen_disagreements(r['safety'][0]).assign(checkpoint=ck) for ck, r in results.items() if 'safety' in r]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 # %% ../nbs/46_evaluate.ipynb #c033
 def overview(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: evaluate_checkpoint(...)}

@@ -15,9 +15,9 @@ from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_jso
 
 # %% auto #0
 __all__ = ['BACKENDS', 'VLLM_LORA_RANKS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
-           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'base_identity', 'check_adapter_base', 'load_tokenizer',
-           'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'VLLMBackend', 'plan_dir',
-           'generate']
+           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
+           'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
+           'VLLMBackend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -107,6 +107,17 @@ def base_identity(base: str, revision: str | None = None) -> str:
         for w in sorted(list(path.glob('*.safetensors')) + list(path.glob('*.bin'))): h.update(f"{w.name}:{w.stat().st_size}".encode())
         return f"local:{h.hexdigest()[:16]}"
     return f"{base}@{revision or 'main'}"
+
+def adapter_identity(adapter: str | Path | None) -> str | None:
+    "What makes an adapter this adapter: its training evidence (unique per run) or, failing that, its weights' sha256."
+    if not adapter: return None
+    adapter = Path(adapter)
+    from rsi_repro.io import sha256_file
+    parts = [sha256_file(adapter / 'adapter_config.json')]
+    ev = adapter / 'training_evidence.json'
+    if ev.exists(): parts.append(sha256_file(ev))
+    else: parts += [sha256_file(w) for w in sorted(adapter.glob('adapter_model*'))]
+    return sha256_json(parts)
 
 def check_adapter_base(adapter: str | Path, base: str, revision: str | None = None) -> None:
     "Refuse an adapter whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
@@ -240,7 +251,8 @@ ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new
 
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving) -> dict:
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
-            'model': asdict(model), 'decode': asdict(decode), 'system_prompt': serving.system_prompt,
+            'model': asdict(model), 'adapter_identity': adapter_identity(model.adapter), 'decode': asdict(decode),
+            'system_prompt': serving.system_prompt,
             'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong, 'shard_size': serving.shard_size}
 
 def plan_dir(out_dir: str | Path, plan: dict) -> Path:

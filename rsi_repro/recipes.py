@@ -13,7 +13,7 @@ from .config import Profile, ProfileError
 from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
-from .train import train_dpo, train_sft
+from .train import is_current, train_dpo, train_sft
 
 # %% auto #0
 __all__ = ['stage_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'write_preference_pairs', 'choose_anchor',
@@ -130,7 +130,7 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, audit_prompts: str | Path
     rows = []
     for arm in cfg.grid:
         out = stage_dir / 'arms' / arm.name / 'adapter'
-        if not (out / 'training_evidence.json').exists():
+        if not is_current(out, pairs_path, warm, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight, r=cfg.lora.r, seed=cfg.optim.seed):
             train_dpo(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, out, tag=f"dpo-{arm.name}",
                       beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to)
         answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, stage_dir / 'arms' / arm.name / 'audit')
@@ -213,7 +213,7 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     warm = resolve_checkpoint(profile, arm_warm_start(profile, arm))
     mix = Path(stage_dir) / 'mixes' / arm.pool / f"mix_x{1 if arm.mix == 'single' else 2}.npz"
     out = profile.run_dir / 'rounds' / arm.name / 'adapter'
-    if (out / 'training_evidence.json').exists():
+    if is_current(out, mix, str(warm) if warm else None, steps=arm.steps, seed=arm.seed, r=r.lora.r, lr=arm.lr or r.optim.lr):
         return json.loads((out / 'training_evidence.json').read_text())
     return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)

@@ -113,7 +113,10 @@ def tiny_base_path() -> Path:
 
 # %% ../nbs/02_tiny.ipynb #c018
 _QUESTIONS = ("What does {q} do?", "Explain {q} briefly.", "In one or two sentences, what is {q} for?",
-              "What is {q} in Python?", "Describe {q}.", "Tell me what {q} is used for.")
+              "What is {q} in Python?", "Describe {q}.", "Tell me what {q} is used for.",
+              "Write a short note about {q}.", "Give a brief overview of {q} for a reader new to Python.",
+              "Summarise what {q} does, in plain words.", "I am learning Python. What is {q}, and when would I use it?",
+              "Could you describe {q} for a colleague who has never used it?", "Explain the purpose of {q} in a sentence.")
 _FOLLOW_UPS = ("How do I call it?", "What is its signature?", "Show me how to call it.")
 
 def _answer_from_doc(doc: str, max_words: int = 45) -> str | None:

@@ -16,7 +16,8 @@ from .io import atomic_write_text, sha256_file
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'lora_targets', 'lora_config', 'load_for_training', 'CountingCollator',
-           'trainer_kwargs', 'gpu_count', 'write_evidence', 'read_evidence', 'train_sft', 'train_dpo', 'loss_log']
+           'trainer_kwargs', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'train_and_record',
+           'train_sft', 'train_dpo', 'loss_log']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -124,9 +125,10 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
                    wall_seconds: float, world_size: int = 1, extra: dict | None = None) -> dict:
     "Write training_evidence.json beside an adapter."
     from rsi_repro.pipeline import package_versions
+    from rsi_repro.generate import adapter_identity
     gpus = gpu_count() and world_size
     evidence = {'tag': tag, 'base': model.base, 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
-                'warm_start': str(warm_start) if warm_start else None, 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
+                'warm_start': str(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
                 'dropout': lora.dropout, 'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'world_size': world_size,
                 'effective_batch': optim.micro_batch * optim.grad_accum * world_size, 'seq_len': optim.seq_len,
                 'warmup': optim.warmup, 'schedule': optim.schedule, 'min_lr_rate': optim.min_lr_rate, 'seed': seed,
@@ -135,6 +137,15 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
                 'gpu_count': gpus, 'gpu_hours': round(gpus * wall_seconds / 3600, 4), 'versions': package_versions(), **(extra or {})}
     atomic_write_text(Path(adapter_dir) / 'training_evidence.json', json.dumps(evidence, indent=1))
     return evidence
+
+def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: str | None, **settings) -> bool:
+    "True when `adapter_dir` holds an adapter trained on this very dataset file, from this warm start, with these settings."
+    from rsi_repro.generate import adapter_identity
+    ev_path = Path(adapter_dir) / 'training_evidence.json'
+    if not ev_path.exists() or not Path(dataset_path).exists(): return False
+    ev = json.loads(ev_path.read_text())
+    return (ev.get('dataset_sha256') == sha256_file(dataset_path) and ev.get('warm_start_identity') == adapter_identity(warm_start)
+            and all(ev.get(k) == v for k, v in settings.items()))
 
 def read_evidence(adapter_dir: str | Path) -> dict:
     "The evidence beside an adapter, checking that the dataset it names still hashes to what it records."
@@ -155,6 +166,18 @@ def _reduce(trainer, value: int) -> int:
     t = torch.tensor([value], device=trainer.accelerator.device)
     return int(trainer.accelerator.reduce(t, reduction='sum').item())
 
+def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str, warm_start: str | None, lora: Lora, optim: Optim,
+                     dataset_path: str | Path, extra: dict | None = None) -> dict:
+    "Train, save the adapter with its chat template, and (on rank 0) write the evidence; other ranks return {}."
+    counter = CountingCollator(trainer.data_collator); trainer.data_collator = counter
+    t0 = time.time(); trainer.train(); wall = time.time() - t0
+    out = Path(out_dir); _save_adapter(trainer, out, model)
+    tokens, supervised = _reduce(trainer, counter.tokens), _reduce(trainer, counter.supervised)
+    if not trainer.accelerator.is_main_process: return {}
+    return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
+                          lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
+                          supervised_tokens=supervised, wall_seconds=wall, world_size=trainer.accelerator.num_processes, extra=extra)
+
 def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, warm_start: str | None = None, steps: int | None = None, lr: float | None = None, seed: int | None = None,
               report_to: Sequence[str] = ('tensorboard',)) -> dict:
@@ -170,20 +193,12 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
     args = SFTConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps, seed), max_length=optim.seq_len, packing=False,
                      assistant_only_loss=False)   # the masks in the mix already restrict the loss to assistant tokens
     trainer = SFTTrainer(model=net, args=args, train_dataset=data, processing_class=tok)
-    counter = CountingCollator(trainer.data_collator); trainer.data_collator = counter
-    t0 = time.time(); trainer.train(); wall = time.time() - t0
-    out = Path(out_dir); _save_adapter(trainer, out, model)
-    tokens, supervised = _reduce(trainer, counter.tokens), _reduce(trainer, counter.supervised)
-    if trainer.accelerator.is_main_process:
-        return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=args.learning_rate,
-                              lora=lora, optim=optim, seed=args.seed, dataset_path=mix_path, training_tokens=tokens,
-                              supervised_tokens=supervised, wall_seconds=wall, world_size=trainer.accelerator.num_processes)
-    return {}
+    return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path)
 
 # %% ../nbs/31_train.ipynb #c018
 def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, beta: float, nll_weight: float, warm_start: str | None = None, lr: float | None = None,
-              steps: int | None = None, max_prompt_tokens: int | None = None, report_to: Sequence[str] = ('tensorboard',)) -> dict:
+              steps: int | None = None, report_to: Sequence[str] = ('tensorboard',)) -> dict:
     "LoRA DPO (sigmoid + weighted NLL on the chosen answer) on a JSONL of TRL-format pairs; saves adapter and evidence."
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
@@ -196,16 +211,8 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
     args = DPOConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps), beta=beta, loss_type=['sigmoid', 'sft'],
                      loss_weights=[1.0, nll_weight], max_length=optim.seq_len)
     trainer = DPOTrainer(model=net, args=args, train_dataset=data, processing_class=tok)
-    counter = CountingCollator(trainer.data_collator); trainer.data_collator = counter
-    t0 = time.time(); trainer.train(); wall = time.time() - t0
-    out = Path(out_dir); _save_adapter(trainer, out, model)
-    tokens, supervised = _reduce(trainer, counter.tokens), _reduce(trainer, counter.supervised)
-    if trainer.accelerator.is_main_process:
-        return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=args.learning_rate,
-                              lora=lora, optim=optim, seed=args.seed, dataset_path=pairs_path, training_tokens=tokens,
-                              supervised_tokens=supervised, wall_seconds=wall, world_size=trainer.accelerator.num_processes,
-                              extra={'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft']})
-    return {}
+    return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
+                            extra={'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft']})
 
 def loss_log(adapter_dir: str | Path) -> 'pd.DataFrame':
     "The trainer's per-step log (loss, learning rate, rewards…) as a table."

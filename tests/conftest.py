@@ -23,3 +23,19 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def root(): return ROOT
+
+
+# The prelude of a generation script that SIGKILLs itself in the middle of shard number argv[3] (0: never),
+# while that shard's rows are being decoded: what a crash or a pre-empted job does to a long stage.
+DIE_MID_SHARD = """
+import os, signal, sys
+from rsi_repro.generate import HFBackend
+kill_at = int(sys.argv[3])
+if kill_at:
+    real, calls = HFBackend.generate, []
+    def dying(self, *a, **k):
+        calls.append(1)
+        if len(calls) == kill_at: os.kill(os.getpid(), signal.SIGKILL)
+        return real(self, *a, **k)
+    HFBackend.generate = dying
+"""

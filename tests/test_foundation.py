@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DIE_MID_SHARD
+
 from rsi_repro.config import ProfileError, load_profile
 from rsi_repro.chat import PromptTooLong, render
 from rsi_repro.io import read_jsonl
@@ -84,19 +86,12 @@ def test_overlong_prompt_drops_oldest_turns_and_says_so():
     assert len(r.input_ids) <= 250
 
 
-KILL_SCRIPT = """
-import os, signal, sys
+KILL_SCRIPT = DIE_MID_SHARD + """
+import sys
 from dataclasses import replace
 from rsi_repro.config import load_profile
-from rsi_repro.generate import HFBackend, ModelRef, generate, load_requests
-kill_at = int(sys.argv[3])
-if kill_at:          # SIGKILL ourselves in the middle of shard number `kill_at`, while its rows are being decoded
-    real, calls = HFBackend.generate, []
-    def dying(self, *a, **k):
-        calls.append(1)
-        if len(calls) == kill_at: os.kill(os.getpid(), signal.SIGKILL)
-        return real(self, *a, **k)
-    HFBackend.generate = dying
+from rsi_repro.generate import ModelRef, generate, load_requests
+
 p = load_profile(sys.argv[1])
 reqs = load_requests(p.resolve(p.prompts['serve']))
 generate(reqs, ModelRef.from_profile(p), replace(p.serving, shard_size=2, max_new_tokens=16), sys.argv[2], progress=False)

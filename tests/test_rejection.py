@@ -6,6 +6,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import DIE_MID_SHARD
+
 from rsi_repro.config import Sampling, load_profile
 from rsi_repro.io import read_jsonl
 
@@ -15,20 +17,13 @@ TINY = ROOT / 'configs/tiny.yaml'
 POOL = [{'id': f"r9-{i:03d}", 'families': ['max_words'], 'constraints': [{'id': 'max_words', 'kwargs': {'n': 200}}],
          'prompt': f"Describe item number {i} of the standard library. Answer in at most 200 words."} for i in range(12)]
 
-SAMPLER = """
-import json, os, signal, sys
+SAMPLER = DIE_MID_SHARD + """
+import json, sys
 from dataclasses import replace
 from rsi_repro.config import Sampling, load_profile
-from rsi_repro.generate import HFBackend, ModelRef
+from rsi_repro.generate import ModelRef
 from rsi_repro.rejection import sample_pool
-kill_at = int(sys.argv[3])
-if kill_at:          # SIGKILL in the middle of shard `kill_at`, while its samples are being drawn
-    real, calls = HFBackend.generate, []
-    def dying(self, *a, **k):
-        calls.append(1)
-        if len(calls) == kill_at: os.kill(os.getpid(), signal.SIGKILL)
-        return real(self, *a, **k)
-    HFBackend.generate = dying
+
 p = load_profile(sys.argv[1])
 pool = json.loads(open(sys.argv[4]).read())
 sampling = Sampling(k=3, temperature=1.0, top_p=0.95, seed=5, max_new_tokens=12)
