@@ -93,7 +93,8 @@ def build_tiny_base(out_dir: str | Path, steps: int = 1500, seed: int = 0, vocab
     docs = tiny_corpus()
     tok = train_tokenizer(docs, vocab_size)
     stream = []
-    for d in docs: stream += tok(d, add_special_tokens=False)['input_ids'] + [tok.eos_token_id]
+    im_end = tok.convert_tokens_to_ids('<|im_end|>')
+    for d in docs: stream += tok(d, add_special_tokens=False)['input_ids'] + [im_end, tok.eos_token_id]
     cfg = tiny_config(len(tok), tok.pad_token_id, tok.eos_token_id)
     model = AutoModelForCausalLM.from_config(cfg)
     log = pretrain(model, stream, steps=steps, seed=seed)
