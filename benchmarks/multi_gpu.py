@@ -1,7 +1,7 @@
 """The SFT entry point under one process, DDP and FSDP2 at the same effective batch: loss curves and tokens/s.
 
     python benchmarks/multi_gpu.py --profile configs/nemotron.yaml --section sft --base BASE --mix MIX.npz --gpus 2
-    python benchmarks/multi_gpu.py --profile configs/tiny.yaml --section sft --mix MIX.npz --cpu     # 2 gloo processes
+    python benchmarks/multi_gpu.py --profile configs/tiny.yaml --section sft --mix MIX.npz --cpu     # 2 gloo processes (torchrun)
 
 Each variant runs `rsi-repro train-sft` (through `accelerate launch` for the distributed ones) with
 micro-batch x grad-accum x processes equal to the single-process run's effective batch, so the losses are comparable
@@ -38,7 +38,9 @@ def main():
     acc = lambda cfg: [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(ROOT / 'configs/accelerate' / cfg),
                        '--num_processes', str(n)]
     variants = {'single': [sys.executable] + common + ['--grad-accum', str(a.grad_accum)]}
-    if a.cpu: variants['ddp-gloo-2'] = acc('cpu_gloo.yaml') + common + ['--grad-accum', str(a.grad_accum // n)]
+    if a.cpu:   # torchrun starts the processes; the Trainer picks gloo on CPU
+        variants['ddp-gloo-2'] = [sys.executable, '-m', 'torch.distributed.run', '--standalone', '--nproc_per_node', str(n)] + common + \
+                                 ['--grad-accum', str(a.grad_accum // n)]
     else:
         variants[f'ddp-{n}'] = acc('ddp.yaml') + common + ['--grad-accum', str(a.grad_accum // n)]
         variants[f'fsdp2-{n}'] = acc('fsdp2.yaml') + common + ['--grad-accum', str(a.grad_accum // n)]

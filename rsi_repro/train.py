@@ -105,6 +105,7 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
               max_grad_norm=optim.max_grad_norm, seed=seed if seed is not None else optim.seed,
               data_seed=seed if seed is not None else optim.seed, logging_steps=1, save_strategy='no',
               report_to=list(report_to), bf16=optim.bf16 and torch.cuda.is_available(), dataloader_num_workers=0,
+              use_cpu=not torch.cuda.is_available(),     # also what makes torchrun's CPU ranks one gloo process group
               disable_tqdm=os.environ.get('TQDM_DISABLE') == '1')
     # transformers 5.2x renamed gradient_checkpointing to activation_checkpointing; support both
     from transformers import TrainingArguments
