@@ -85,4 +85,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if type(e).__name__ == 'StageFailed' else 2
     return 0
 
+# %% ../nbs/91_cli.ipynb #c005
+#| eval: false
 if __name__ == '__main__': sys.exit(main())
