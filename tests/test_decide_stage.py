@@ -50,7 +50,7 @@ def test_seal_then_decide_writes_the_decision(tmp_path):
     inc, cand = _outcomes(tmp_path)
     (tmp_path / "decide").mkdir()
     _run("decide", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "decide"), run_dir=str(tmp_path),
-         seal_path=str(seal_path), incumbent_outcomes=inc, candidate_outcomes=cand)
+         seal_path=str(seal_path), incumbent="stage3", candidate="stage4", incumbent_outcomes=inc, candidate_outcomes=cand)
     d = json.loads((tmp_path / "decide" / "decision.json").read_text())
     assert d["candidate"] == "stage4" and d["comparisons"]["h6"]["fixed"] == 20
     assert [c["passed"] for c in d["clauses"]][0] is True
