@@ -170,6 +170,8 @@ def _reduce(trainer, value: int) -> int:
 def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str, warm_start: str | None, lora: Lora, optim: Optim,
                      dataset_path: str | Path, extra: dict | None = None) -> dict:
     "Train, save the adapter with its chat template, and (on rank 0) write the evidence; other ranks return {}."
+    from transformers.trainer_callback import PrinterCallback
+    trainer.remove_callback(PrinterCallback)       # without progress bars it prints every log line; log_history.json keeps them
     counter = CountingCollator(trainer.data_collator); trainer.data_collator = counter
     t0 = time.time(); trainer.train(); wall = time.time() - t0
     out = Path(out_dir); _save_adapter(trainer, out, model)
