@@ -69,11 +69,11 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
                         'examples': mix.examples, 'dropped_overlong': len(mix.dropped_overlong), 'tokens': ev['training_tokens'],
                         'supervised_tokens': ev['supervised_tokens'], 'steps': ev['steps'], 'dataset_sha256': ev['dataset_sha256']})
     ship = stage_dir / 'adapter'
-    _link_adapter(Path(warm), ship)
+    _ship_adapter(Path(warm), ship)
     atomic_write_text(stage_dir / 'sft_summary.json', json.dumps(summary, indent=1))
     return {'epochs': summary, 'adapter': str(ship)}
 
-def _link_adapter(src: Path, dst: Path) -> None:
+def _ship_adapter(src: Path, dst: Path) -> None:
     "Ship an adapter under the stage's name (a copy: a folder that stands alone, as the seed card's does)."
     import shutil
     if dst.exists(): shutil.rmtree(dst)
@@ -139,7 +139,7 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, audit_prompts: str | Path
                      'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)})
     audits = pd.DataFrame(rows)
     ship = choose_anchor(audits, cfg.max_tool_leak_rate)
-    _link_adapter(stage_dir / 'arms' / ship / 'adapter', stage_dir / 'adapter')
+    _ship_adapter(stage_dir / 'arms' / ship / 'adapter', stage_dir / 'adapter')
     audits['shipped'] = audits.arm.eq(ship)
     audits.to_csv(stage_dir / 'anchor_audit.csv', index=False)
     return {'pairs': n_pairs, 'audit': audits, 'shipped': ship, 'adapter': str(stage_dir / 'adapter')}
