@@ -293,7 +293,8 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
     size = serving.shard_size
     chunks = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
     rows: list[dict] = []
-    bar = tqdm(total=len(requests) * decode.samples, desc=f"generate {model.label}", disable=not progress, unit='row')
+    quiet = not progress or os.environ.get('TQDM_DISABLE') == '1'      # an explicit disable=False would override the env var
+    bar = tqdm(total=len(requests) * decode.samples, desc=f"generate {model.label}", disable=quiet, unit='row')
     engine = backend_obj
     for k, chunk in enumerate(chunks):
         shard = out / f"shard-{k:05d}.jsonl"
