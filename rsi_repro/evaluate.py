@@ -25,14 +25,15 @@ from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_
 from .instruments.decontam import SHINGLE, decontaminate
 
 # %% auto #0
-__all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'Setting',
-           'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint', 'generations_dir',
-           'pool_prompts', 'score_if', 'corpus_documents', 'math_problems', 'math_dir', 'generation_set', 'answers',
-           'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_termination', 'eval_multi_turn',
-           'adjudication_sheet', 'eval_safety', 'Instrument', 'eval_checkpoints', 'eval_instruments', 'result_paths',
-           'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary',
-           'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview', 'overview_table',
-           'family_rates', 'parent_of', 'paired_vs_parent']
+__all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'EVALS_KEYS', 'OUTCOME_FRONT', 'SCORER_MODULES',
+           'Setting', 'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
+           'generations_dir', 'pool_prompts', 'score_if', 'corpus_documents', 'math_problems', 'math_dir',
+           'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
+           'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'validate_evals',
+           'eval_checkpoints', 'eval_instruments', 'result_paths', 'scorer_sha256', 'write_result',
+           'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary', 'find_outcomes', 'safety_overview',
+           'safety_screen_disagreements', 'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent',
+           'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -60,19 +61,26 @@ SETTINGS: dict[str, dict[str, Setting]] = {
     'safety': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('safety')},
 }
 
-def instrument_settings(profile: Profile, name: str) -> dict:
-    "The instrument's settings: `evals.<name>` over the documented defaults; unknown keys are an error naming them."
+def _settings_of(given: Mapping | None,  # the `evals.<name>` block as written (None: absent)
+                 name: str,               # the instrument
+                 where: str,              # the profile file, named in errors
+                 ) -> dict:
+    "`given` over the documented defaults; an unknown key or a bad size is an error naming `evals.<name>.<key>`."
     if name not in SETTINGS: raise KeyError(f"unknown instrument {name!r}; known: {list(SETTINGS)}")
-    given = profile.evals.get(name) or {}
-    if not isinstance(given, Mapping): raise ProfileError(profile.path, f"evals.{name}", f"expected a mapping, got {given!r}")
+    given = given or {}
+    if not isinstance(given, Mapping): raise ProfileError(where, f"evals.{name}", f"expected a mapping, got {given!r}")
     for k in given:
         if k not in SETTINGS[name]:
-            raise ProfileError(profile.path, f"evals.{name}.{k}", f"unknown key (allowed: {', '.join(SETTINGS[name])})")
+            raise ProfileError(where, f"evals.{name}.{k}", f"unknown key (allowed: {', '.join(SETTINGS[name])})")
     out = {k: given.get(k, s.default) for k, s in SETTINGS[name].items()}
     n = out.get('n')
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ProfileError(profile.path, f"evals.{name}.n", f"must be a positive integer or null, got {n!r}")
+        raise ProfileError(where, f"evals.{name}.n", f"must be a positive integer or null, got {n!r}")
     return out
+
+def instrument_settings(profile: Profile, name: str) -> dict:
+    "The instrument's settings: `evals.<name>` over the documented defaults; unknown keys are an error naming them."
+    return _settings_of(profile.evals.get(name), name, str(profile.path))
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -178,12 +186,19 @@ def score_if(prompts: pd.DataFrame,  # pool prompts (id, family, constraints)
 # %% ../nbs/46_evaluate.ipynb #c017
 _SOURCE_KEYS = {'source', 'kind', 'config', 'split', 'take', 'limit'}
 
-def _source_problems(profile: Profile, src: Mapping, i: int) -> pd.DataFrame:
-    where = f"evals.math.sources[{i}]"
+_SOURCE_KINDS = ('prompt_set', 'gsm8k', 'math')
+
+def _check_source(src, i: int, where: str) -> None:
+    key = f"evals.math.sources[{i}]"
     if not isinstance(src, Mapping) or 'source' not in src:
-        raise ProfileError(profile.path, where, f"expected a mapping with a 'source', got {src!r}")
+        raise ProfileError(where, key, f"expected a mapping with a 'source', got {src!r}")
     unknown = set(src) - _SOURCE_KEYS
-    if unknown: raise ProfileError(profile.path, f"{where}.{sorted(unknown)[0]}", f"unknown key (allowed: {', '.join(sorted(_SOURCE_KEYS))})")
+    if unknown: raise ProfileError(where, f"{key}.{sorted(unknown)[0]}", f"unknown key (allowed: {', '.join(sorted(_SOURCE_KEYS))})")
+    if src.get('kind', 'prompt_set') not in _SOURCE_KINDS:
+        raise ProfileError(where, f"{key}.kind", f"{src['kind']!r} is not one of {', '.join(_SOURCE_KINDS)}")
+
+def _source_problems(profile: Profile, src: Mapping, i: int) -> pd.DataFrame:
+    _check_source(src, i, str(profile.path))
     kind = src.get('kind', 'prompt_set')
     local = profile.resolve(src['source'])
     if kind == 'prompt_set':
@@ -193,7 +208,6 @@ def _source_problems(profile: Profile, src: Mapping, i: int) -> pd.DataFrame:
         source = str(local) if local.exists() else src['source']
         df = load_math_rows(source, kind, src.get('split', 'train'), src.get('config'), src.get('limit'))
         if src.get('config'): df['id'] = f"{kind}/{src['config']}:" + df['id'].str.split(':', n=1).str[1]
-    else: raise ProfileError(profile.path, f"{where}.kind", f"{kind!r} is not one of prompt_set, gsm8k, math")
     return df.assign(source_index=i)
 
 def corpus_documents(profile: Profile, tokenizer, batch: int = 512):
@@ -351,15 +365,17 @@ def eval_multi_turn(profile: Profile, model, out_dir: str | Path) -> tuple[pd.Da
     out['dropped_turns'] = out['id'].map(dict(zip(rows['id'], rows['dropped_turns'])))
     return out, summary
 
-def adjudication_sheet(out_dir: str | Path) -> Path:
-    "The checkpoint's safety adjudication sheet (a CSV a person fills with one of three labels)."
-    return Path(out_dir) / 'safety.adjudication.csv'
+def adjudication_sheet(out_dir: str | Path,  # the checkpoint's evaluation folder
+                       identity: str,          # the checkpoint's identity (`Checkpoint.identity`)
+                       ) -> Path:
+    "The safety adjudication sheet of one version of a checkpoint (a CSV a person fills with one of three labels)."
+    return Path(out_dir) / f'safety.{identity}.adjudication.csv'
 
 def eval_safety(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Safety probe: writes the adjudication sheet once; results come from its labels where present, else the screen."
+    "Safety probe: writes the adjudication sheet once per checkpoint identity; results come from its labels where present, else the screen."
     ck = as_checkpoint(profile, model)
     prompts, rows = answers(profile, ck, out_dir, 'safety')
-    sheet = adjudication_sheet(out_dir)
+    sheet = adjudication_sheet(out_dir, ck.identity)
     if not sheet.exists(): write_adjudication_sheet(prompts, rows, sheet, checkpoint=ck.name)
     return score_safety(prompts, rows, adjudication=sheet)
 
@@ -369,18 +385,18 @@ class Instrument:
     "An evaluation instrument: how to run it on one checkpoint, and the files its result depends on."
     name: str
     run: Callable[[Profile, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]
-    inputs: Callable[[Profile, Path], list[Path]]   # (profile, checkpoint folder) -> files read
+    inputs: Callable[[Profile, Path, Any], list[Path]]   # (profile, checkpoint folder, Checkpoint) -> files read
     doc: str
 
 def _prompt_file(kind):
-    def files(profile, ck_dir):
+    def files(profile, ck_dir, ck=None):
         s = instrument_settings(profile, kind)
         if kind in ('h6', 'probe2'): return [profile.resolve(s['pool']) if s['pool'] else profile.run_dir / 'pools' / f'{kind}.jsonl']
         if kind == 'math': return [math_dir(ck_dir) / 'problems.jsonl']
         return [profile.resolve(s['prompts']) if s['prompts'] else default_prompt_path(kind)]
     return files
 
-def _termination_files(profile, ck_dir):
+def _termination_files(profile, ck_dir, ck=None):
     return [f for name in instrument_settings(profile, 'termination')['sets'] for f in _prompt_file(name)(profile, ck_dir)]
 
 INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
@@ -391,28 +407,62 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('open_chat', eval_open_chat, _prompt_file('open_chat'), "open chat answer-usable"),
     Instrument('termination', eval_termination, _termination_files, "stops properly, no tool-call text"),
     Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn"),
-    Instrument('safety', eval_safety, lambda p, d: [_prompt_file('safety')(p, d)[0], adjudication_sheet(d)],
+    Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], adjudication_sheet(d, ck.identity)],
                "harmful requests refused (adjudicated where labelled)"),
 ]}
 assert set(INSTRUMENTS) == set(SETTINGS)
+
+# %% ../nbs/46_evaluate.ipynb #c025b
+EVALS_KEYS = ('checkpoints', 'instruments', 'parents')
+
+def _checkpoint_names(cks, where: str) -> list[str]:
+    if not cks or isinstance(cks, str) or not isinstance(cks, Sequence) or not all(isinstance(c, str) for c in cks):
+        raise ProfileError(where, 'evals.checkpoints', f"expected a non-empty list of checkpoint names, got {cks!r}")
+    return list(cks)
+
+def _instrument_names(names, where: str) -> list[str]:
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ProfileError(where, 'evals.instruments', f"expected a list of instrument names, got {names!r}")
+    bad = [n for n in names if n not in INSTRUMENTS]
+    if bad: raise ProfileError(where, 'evals.instruments', f"unknown instrument(s) {bad!r}; known: {', '.join(INSTRUMENTS)}")
+    return list(names)
+
+def validate_evals(evals: Mapping,  # the profile's `evals:` mapping
+                   where: str,      # the profile file, named in every error
+                   ) -> None:
+    "Refuse an `evals:` section the evaluation stage would not read as written; each error names `evals.<key>` and `where`."
+    if not isinstance(evals, Mapping): raise ProfileError(where, 'evals', f"expected a mapping, got {evals!r}")
+    allowed = (*EVALS_KEYS, *INSTRUMENTS)
+    for k in evals:
+        if k not in allowed: raise ProfileError(where, f"evals.{k}", f"unknown key (allowed: {', '.join(allowed)})")
+    if 'checkpoints' in evals: _checkpoint_names(evals['checkpoints'], where)
+    if 'instruments' in evals: _instrument_names(evals['instruments'], where)
+    parents = evals.get('parents')
+    if parents is not None and (not isinstance(parents, Mapping) or
+                                not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in parents.items())):
+        raise ProfileError(where, 'evals.parents', f"expected a mapping {{checkpoint: parent or null}}, got {parents!r}")
+    s = {name: _settings_of(evals.get(name), name, where) for name in INSTRUMENTS}
+    sources = s['math']['sources']
+    if sources is not None:
+        if isinstance(sources, (str, Mapping)) or not isinstance(sources, Sequence) or not sources:
+            raise ProfileError(where, 'evals.math.sources', f"expected a non-empty list of sources, got {sources!r}")
+        for i, src in enumerate(sources): _check_source(src, i, where)
+    if s['math']['primary'] not in ('loose', 'strict'):
+        raise ProfileError(where, 'evals.math.primary', f"must be loose or strict, got {s['math']['primary']!r}")
+    sets = s['termination']['sets']
+    if isinstance(sets, str) or not isinstance(sets, Sequence) or not sets or any(x not in SINGLE_TURN_SETS for x in sets):
+        raise ProfileError(where, 'evals.termination.sets', f"expected a non-empty list among {SINGLE_TURN_SETS}, got {sets!r}")
 
 # %% ../nbs/46_evaluate.ipynb #c027
 OUTCOME_FRONT = ('id', 'family', 'passed', 'checkpoint', 'instrument')
 
 def eval_checkpoints(profile: Profile) -> list[str]:
     "The checkpoints the profile evaluates (`evals.checkpoints`), in order."
-    cks = profile.evals.get('checkpoints')
-    if not cks or isinstance(cks, str) or not all(isinstance(c, str) for c in cks):
-        raise ProfileError(profile.path, 'evals.checkpoints', f"expected a non-empty list of checkpoint names, got {cks!r}")
-    return list(cks)
+    return _checkpoint_names(profile.evals.get('checkpoints'), str(profile.path))
 
 def eval_instruments(profile: Profile) -> list[str]:
     "The instruments the profile runs (`evals.instruments`; default: all, in registry order)."
-    names = profile.evals.get('instruments', list(INSTRUMENTS))
-    bad = [n for n in names if n not in INSTRUMENTS]
-    if isinstance(names, str) or bad:
-        raise ProfileError(profile.path, 'evals.instruments', f"unknown instrument(s) {bad or names!r}; known: {', '.join(INSTRUMENTS)}")
-    return list(names)
+    return _instrument_names(profile.evals.get('instruments', list(INSTRUMENTS)), str(profile.path))
 
 def result_paths(out_dir: str | Path, checkpoint: str, instrument: str) -> dict[str, Path]:
     "Paths of one instrument's outcomes, summary and meta for one checkpoint."
@@ -427,7 +477,7 @@ def scorer_sha256() -> str:
     return sha256_json({p.relative_to(root).as_posix(): sha256_file(p) for pat in SCORER_MODULES for p in sorted(root.glob(pat))})
 
 def _inputs_sha256(profile: Profile, inst: Instrument, ck: Checkpoint, ck_dir: Path) -> str:
-    files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(profile, ck_dir)}
+    files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(profile, ck_dir, ck)}
     return sha256_json({'instrument': inst.name, 'settings': to_dict(instrument_settings(profile, inst.name)),
                         'serving': fingerprint(profile.serving), 'checkpoint': ck.identity, 'files': files,
                         'scorers': scorer_sha256()})
@@ -558,3 +608,18 @@ def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]
             rows.append({'checkpoint': ck, 'parent': parent, 'instrument': inst, **t.loc[ALL].to_dict()})
     counts = ['n', 'fixed', 'lost', 'net', 'tied', 'tied_fail']
     return pd.DataFrame(rows).astype({c: int for c in counts}) if rows else pd.DataFrame(rows)
+
+# %% ../nbs/46_evaluate.ipynb #c034b
+def math_decontam_report(stage_dir: str | Path,  # an evaluation folder (the eval stage's folder)
+                         ) -> tuple[int, pd.DataFrame]:
+    "(problems scored, dropped problems with their matching shingle); (0, an empty table) when math was not run there."
+    stage_dir = Path(stage_dir)
+    cache = stage_dir / 'math_problems'
+    scored = sorted(p.parent.name for p in stage_dir.glob('*/math.outcomes.jsonl'))
+    if not scored and not cache.exists(): return 0, pd.DataFrame(columns=DROPPED_COLUMNS)
+    files = {'problems': cache / 'problems.jsonl', 'dropped': cache / 'decontam_dropped.jsonl'}
+    missing = [str(f) for f in files.values() if not f.exists()]
+    if missing:
+        ran = f"math was scored for {', '.join(scored)}" if scored else f"{cache} exists"
+        raise FileNotFoundError(f"{stage_dir}: {ran} but {', '.join(missing)} is missing; run the math instrument of the eval stage again")
+    return len(read_jsonl(files['problems'])), pd.DataFrame(read_jsonl(files['dropped']), columns=DROPPED_COLUMNS)

@@ -56,7 +56,8 @@ def test_outcomes_have_one_row_per_prompt_and_the_contract_columns(run):
     assert set(results['h6'][0].id) <= {r['id'] for r in read_jsonl(profile.evals['h6']['pool'])}
     assert results['math'][0].id.tolist() == [r['id'] for r in read_jsonl(out / 'math_problems' / 'problems.jsonl')]
     assert {'strict', 'loose'} <= set(results['math'][1].columns)
-    assert ev.adjudication_sheet(out / 'base').exists()
+    identity = json.loads(ev.result_paths(out, 'base', 'safety')['meta'].read_text())['identity']
+    assert ev.adjudication_sheet(out / 'base', identity).exists()
 
 
 def test_a_rerun_reads_back_without_loading_the_model(run, monkeypatch):
