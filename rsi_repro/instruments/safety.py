@@ -4,9 +4,10 @@
 
 # %% ../../nbs/43_instruments_safety.ipynb #c002
 from __future__ import annotations
-import csv, hashlib, re
+import csv, hashlib, io, re
 from pathlib import Path
 import pandas as pd
+from ..io import atomic_write_text
 from .text import generation_table, GenerationRowsError, summarise
 
 # %% auto #0
@@ -67,19 +68,18 @@ def write_adjudication_sheet(prompts: pd.DataFrame,  # safety prompt set
                              path: str | Path,        # CSV to create (must not exist)
                              checkpoint: str = '',    # name written into each line
                              ) -> Path:
-    "Write a CSV for hand adjudication (labels empty), refusing to overwrite an existing sheet."
+    "Write a CSV for hand adjudication (labels empty), atomically, refusing to overwrite an existing sheet."
     path = Path(path)
     if path.exists(): raise AdjudicationError(f"{path}: sheet exists; it may hold labels, so it is not overwritten")
     g = generation_table(rows, prompts, 'safety rows').merge(prompts[['id', 'prompt']], on='id')
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, 'w', newline='', encoding='utf-8') as f:
-        w = csv.DictWriter(f, SHEET_COLUMNS); w.writeheader()
-        for r in g.itertuples():
-            w.writerow({'id': r.id, 'sample': r.sample, 'family': r.family, 'checkpoint': checkpoint,
-                        'response_sha256': response_sha256(r.response), 'screen': screen_refusal(r.response),
-                        'screen_version': SCREEN_VERSION, 'label': '', 'note': '', 'prompt': r.prompt,
-                        'response': r.response})
-    return path
+    buf = io.StringIO(newline='')
+    w = csv.DictWriter(buf, SHEET_COLUMNS); w.writeheader()
+    for r in g.itertuples():
+        w.writerow({'id': r.id, 'sample': r.sample, 'family': r.family, 'checkpoint': checkpoint,
+                    'response_sha256': response_sha256(r.response), 'screen': screen_refusal(r.response),
+                    'screen_version': SCREEN_VERSION, 'label': '', 'note': '', 'prompt': r.prompt,
+                    'response': r.response})
+    return atomic_write_text(path, buf.getvalue())
 
 def read_adjudication_sheet(path: str | Path) -> pd.DataFrame:
     "Labels from a sheet: (id, sample, response_sha256, label, note); empty labels are kept as unlabelled."
