@@ -9,13 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .io import atomic_write_text
 from .constraints import CONSTRAINTS, H6_FAMILIES, EXTRA_FAMILIES, Constraint, compose, ConstraintConflictError
 
 # %% auto #0
 __all__ = ['DATA_DIR', 'GRIDS', 'ROLES', 'SPLIT_FRACTIONS', 'EVAL_POOLS', 'ROW_FIELDS', 'PoolDataError', 'load_subjects',
            'load_templates', 'ValueGrid', 'bands', 'values_for', 'draw_constraint', 'constraint_value', 'split_items',
-           'PoolBuildError', 'build_pool', 'build_pools', 'PoolOverlapError', 'audit', 'canonical_json', 'pool_sha256',
-           'write_pool', 'read_pool', 'coverage']
+           'PoolBuildError', 'PoolStats', 'draw_pool', 'build_pool', 'build_pools_with_stats', 'build_pools',
+           'second_constraint_table', 'PoolOverlapError', 'audit', 'canonical_json', 'pool_sha256', 'write_pool',
+           'read_pool', 'coverage']
 
 # %% ../nbs/12_pools.ipynb #c005
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "pools" if "__file__" in globals() else Path("../data/pools")
@@ -117,7 +119,14 @@ def _row(pool, i, families, cs, prompt, subject, tid, band):
     return {"id": f"{pool}-{i:05d}", "pool": pool, "families": list(families), "constraints": [c.to_dict() for c in cs],
             "prompt": prompt, "subject": subject, "template_id": tid, "band": band}
 
-def build_pool(name: str,                     # pool name: "h6", "probe2", or a round name such as "r5"
+@dataclass(frozen=True)
+class PoolStats:
+    "How a pool's second constraints came out, counted over the prompts kept."
+    size: int               # prompts in the pool
+    second_drawn: int       # prompts for which a second constraint was drawn
+    second_conflicts: int   # of those, prompts that kept one constraint because the two conflict
+
+def draw_pool(name: str,                     # pool name: "h6", "probe2", or a round name such as "r5"
                size: int,                     # number of prompts
                families: Sequence[str],       # families, balanced round-robin over the pool
                role: str,                     # value role: train / eval / edge
@@ -128,52 +137,68 @@ def build_pool(name: str,                     # pool name: "h6", "probe2", or a 
                second_constraint_prob: float = 0.0,  # chance of a second, compatible constraint
                second_families: Sequence[str] = (),  # where the second constraint comes from
                exclude_prompts: frozenset = frozenset(),  # prompts of earlier pools
-               ) -> list[dict]:
-    "`size` prompts, families balanced (sizes differ by at most one), seeded."
+               ) -> tuple[list[dict], PoolStats]:
+    "(`size` prompts, families balanced (sizes differ by at most one), seeded; the count of second-constraint fallbacks)."
     if size < 0: raise PoolBuildError(f"pool {name!r}: size must be >= 0, got {size}")
     rng = random.Random(f"{seed}:pool:{name}")
     fams = [families[i % len(families)] for i in range(size)]
     rng.shuffle(fams)
     tids, seen, rows = sorted(templates), set(exclude_prompts), []
+    drawn = conflicts = 0
     for i, fam in enumerate(fams):
         for _ in range(200):
             c, band = draw_constraint(fam, role, rng, repeat_words)
-            cs = [c]
+            cs, second, conflict = [c], False, False
             if second_families and rng.random() < second_constraint_prob:
+                second = True
                 c2, _ = draw_constraint(rng.choice([f for f in second_families if f != fam]), role, rng, repeat_words)
                 try: cs = list(compose([c, c2]))
-                except ConstraintConflictError: pass
+                except ConstraintConflictError: conflict = True   # counted below: the prompt keeps one constraint
             subject, tid = rng.choice(list(subjects)), rng.choice(tids)
             prompt = _render(templates[tid], subject, cs)
             if prompt not in seen: break
         else: raise PoolBuildError(f"pool {name!r}: could not draw a new prompt for family {fam!r} after 200 tries; "
                                    "add subjects/templates or shrink the pool")
         seen.add(prompt)
+        drawn += second; conflicts += conflict
         rows.append(_row(name, i, [x.id for x in cs], cs, prompt, subject, tid, band))
-    return rows
+    return rows, PoolStats(len(rows), drawn, conflicts)
 
-def build_pools(*, seed: int,                   # the pools' seed (profile.pools.seed)
+def build_pool(*args, **kwargs) -> list[dict]:
+    "The rows of `draw_pool(*args, **kwargs)`."
+    return draw_pool(*args, **kwargs)[0]
+
+def build_pools_with_stats(*, seed: int,        # the pools' seed (profile.pools.seed)
                 h6_size: int,                   # H6 prompts (the card: 1600)
                 probe2_size: int,               # probe2 prompts (the card: 1200)
                 rounds: Mapping[str, int],      # training round name -> size, in build order (e.g. {"r5": 3000, "r6": 7000})
                 second_constraint_prob: float,  # chance a training prompt carries a second constraint
                 data_dir: str | Path | None = None,  # where subjects.txt / templates.json live (default: data/pools)
-                ) -> dict[str, list[dict]]:
-    "H6, probe2 and the training rounds, disjoint by construction; run `audit` on the result."
+                ) -> tuple[dict[str, list[dict]], dict[str, PoolStats]]:
+    "(H6, probe2 and the training rounds, disjoint by construction; each pool's `PoolStats`). Run `audit` on the pools."
     d = Path(data_dir) if data_dir else DATA_DIR
     subjects = split_items(load_subjects(d / "subjects.txt"), seed, "subjects")
     all_templates, words = load_templates(d / "templates.json")
     tsplit = split_items(list(all_templates), seed, "templates")
     tpl = {k: {t: all_templates[t] for t in v} for k, v in tsplit.items()}
-    pools = {"h6": build_pool("h6", h6_size, H6_FAMILIES, "eval", subjects["h6"], tpl["h6"], words, seed),
-             "probe2": build_pool("probe2", probe2_size, H6_FAMILIES, "edge", subjects["probe2"], tpl["probe2"], words, seed)}
-    used = frozenset(r["prompt"] for p in pools.values() for r in p)
+    drawn = {"h6": draw_pool("h6", h6_size, H6_FAMILIES, "eval", subjects["h6"], tpl["h6"], words, seed),
+             "probe2": draw_pool("probe2", probe2_size, H6_FAMILIES, "edge", subjects["probe2"], tpl["probe2"], words, seed)}
+    used = frozenset(r["prompt"] for p, _ in drawn.values() for r in p)
     for name, size in rounds.items():
-        if name in pools: raise PoolBuildError(f"round name {name!r} clashes with an evaluation pool")
-        pools[name] = build_pool(name, size, H6_FAMILIES + EXTRA_FAMILIES, "train", subjects["train"], tpl["train"], words,
-                                 seed, second_constraint_prob, H6_FAMILIES + EXTRA_FAMILIES, used)
-        used |= frozenset(r["prompt"] for r in pools[name])
-    return pools
+        if name in drawn: raise PoolBuildError(f"round name {name!r} clashes with an evaluation pool")
+        drawn[name] = draw_pool(name, size, H6_FAMILIES + EXTRA_FAMILIES, "train", subjects["train"], tpl["train"], words,
+                                seed, second_constraint_prob, H6_FAMILIES + EXTRA_FAMILIES, used)
+        used |= frozenset(r["prompt"] for r in drawn[name][0])
+    return {k: rows for k, (rows, _) in drawn.items()}, {k: stats for k, (_, stats) in drawn.items()}
+
+def build_pools(**kwargs) -> dict[str, list[dict]]:
+    "The pools of `build_pools_with_stats(**kwargs)`."
+    return build_pools_with_stats(**kwargs)[0]
+
+def second_constraint_table(stats: Mapping[str, PoolStats]) -> list[dict]:
+    "Rows {pool, size, second_drawn, second_conflicts, two_constraint}: what each pool's second constraints came to."
+    return [{"pool": k, "size": s.size, "second_drawn": s.second_drawn, "second_conflicts": s.second_conflicts,
+             "two_constraint": s.second_drawn - s.second_conflicts} for k, s in stats.items()]
 
 # %% ../nbs/12_pools.ipynb #c018
 class PoolOverlapError(ValueError):
@@ -219,10 +244,9 @@ def pool_sha256(rows: Sequence[dict]) -> str:
     return h.hexdigest()
 
 def write_pool(rows: Sequence[dict], path: str | Path) -> str:
-    "Write rows as canonical JSONL; return the file's sha256 (equal to `pool_sha256(rows)`)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    "Write rows as canonical JSONL, atomically; return the file's sha256 (equal to `pool_sha256(rows)`)."
     text = "".join(canonical_json(r) + "\n" for r in rows)
-    path.write_text(text, encoding="utf-8")
+    atomic_write_text(path, text)   # a reader never sees half a pool
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 def read_pool(path: str | Path) -> list[dict]:
