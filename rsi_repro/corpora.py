@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib, io, json, zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -91,6 +91,16 @@ def _answer(x, where, side) -> str:
     if not isinstance(x, str) or not x.strip(): raise CorpusError(f"{where}: empty {side} answer")
     return x
 
+def _rated(c, where: str, k: int) -> tuple[float, str]:
+    "(rating, response) of raw completion `k`; a missing rating or an empty response is an error naming both."
+    at = f"{where}: completion {k}"
+    if not isinstance(c, Mapping): raise CorpusError(f"{at}: expected a mapping, got {type(c).__name__}")
+    s = c.get('overall_score', c.get('score'))
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or s != s: raise CorpusError(f"{at}: no numeric rating (got {s!r})")
+    r = c.get('response')
+    if not isinstance(r, str) or not r.strip(): raise CorpusError(f"{at}: empty response")
+    return s, r
+
 def binarize(row: dict, where: str, seed: int = 0) -> PreferencePair:
     "A chosen/rejected pair from a binarised row, or from raw rated completions."
     if 'chosen' in row and 'rejected' in row:
@@ -100,15 +110,16 @@ def binarize(row: dict, where: str, seed: int = 0) -> PreferencePair:
         elif isinstance(row.get('prompt'), str) and row['prompt'].strip(): prompt = [{'role': 'user', 'content': row['prompt']}]
         else: raise CorpusError(f"{where}: no prompt")
     elif 'completions' in row:
-        scored = [(c.get('overall_score', c.get('score')), c.get('response')) for c in row['completions']]
-        scored = [(s, r) for s, r in scored if s is not None and isinstance(r, str) and r.strip()]
-        if len(scored) < 2: raise CorpusError(f"{where}: fewer than two rated, non-empty completions")
+        scored = [_rated(c, where, k) for k, c in enumerate(row['completions'])]
+        if len(scored) < 2: raise CorpusError(f"{where}: fewer than two rated completions")
         best = max(s for s, _ in scored)
         chosen = next(r for s, r in scored if s == best)
         lower = [r for s, r in scored if s < best]
         if not lower: raise CorpusError(f"{where}: every completion has the top rating; no rejected answer")
         pick = int(hashlib.sha256(f"{seed}:{where}".encode()).hexdigest(), 16) % len(lower)
-        rejected, prompt = lower[pick], [{'role': 'user', 'content': row.get('instruction') or row.get('prompt')}]
+        instruction = row.get('instruction', row.get('prompt'))
+        if not isinstance(instruction, str) or not instruction.strip(): raise CorpusError(f"{where}: no instruction or prompt")
+        rejected, prompt = lower[pick], [{'role': 'user', 'content': instruction}]
     else: raise CorpusError(f"{where}: neither chosen/rejected nor completions")
     if chosen.strip() == rejected.strip(): raise CorpusError(f"{where}: chosen and rejected answers are identical")
     return PreferencePair(tuple(prompt), chosen, rejected, where)
