@@ -53,7 +53,23 @@ def test_seal_then_decide_writes_the_decision(tmp_path):
          seal_path=str(seal_path), incumbent="stage3", candidate="stage4", incumbent_outcomes=inc, candidate_outcomes=cand)
     d = json.loads((tmp_path / "decide" / "decision.json").read_text())
     assert d["candidate"] == "stage4" and d["comparisons"]["h6"]["fixed"] == 20
-    assert [c["passed"] for c in d["clauses"]][0] is True
+    # Expected by hand from _outcomes (prompt i is in family fam{i % 3}; pair_from_counts lays out fixed, lost, tied,
+    # tied_fail in that order):
+    #   h6: 20 fixed, 8 lost over n = 20 + 8 + 150 + 22 = 200, so delta = 12/200 = 0.06 > 0: delta_above passes.
+    #   h6 per family: fixed prompts 0..19 give fam0 7 (0,3,..,18), fam1 7 (1,..,19), fam2 6 (2,..,17); lost prompts
+    #   20..27 give fam0 3 (21,24,27), fam1 2 (22,25), fam2 3 (20,23,26); sizes 67, 67, 66. Deltas 4/67, 5/67, 3/66:
+    #   the worst is fam2 at +3/66, above -0.05, so no_family_collapse passes.
+    #   probe2: 9 fixed, 6 lost over n = 9 + 6 + 40 + 5 = 60, delta = 3/60 = 0.05 >= 0: delta_at_least passes.
+    #   Every clause passes, so the candidate is promoted.
+    assert [c["kind"] for c in d["clauses"]] == ["delta_above", "no_family_collapse", "delta_at_least"]
+    assert [c["passed"] for c in d["clauses"]] == [True, True, True]
+    assert d["clauses"][0]["evidence"]["delta"] == pytest.approx(12 / 200)
+    assert d["clauses"][1]["evidence"]["worst"] == "fam2"
+    assert d["clauses"][1]["evidence"]["worst_delta"] == pytest.approx(3 / 66)
+    assert {g: (v["fixed"], v["lost"], v["n"]) for g, v in d["clauses"][1]["evidence"]["groups"].items()} == \
+        {"fam0": (7, 3, 67), "fam1": (7, 2, 67), "fam2": (6, 3, 66)}
+    assert d["clauses"][2]["evidence"]["delta"] == pytest.approx(3 / 60)
+    assert d["promote"] is True
 
 
 def test_decide_stage_fails_when_the_rule_was_edited_after_its_results(tmp_path):
