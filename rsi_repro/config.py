@@ -212,12 +212,14 @@ class DPOArm:
 
 @dataclass(frozen=True)
 class DPOStage:
-    "Stage 2: DPO (sigmoid) plus an NLL term on the chosen answer; the PEFT reference is the base with the adapter off."
+    """Stage 2: DPO (sigmoid) plus an NLL term on the chosen answer. The reference is the policy at step 0: a frozen
+    copy of the warm-start adapter (or the base with the adapter off when there is no warm start)."""
     corpus: Corpus
     lora: Lora
     optim: Optim
     nll_weight: float
     grid: tuple[DPOArm, ...]
+    audit: Band                          # held-out rows of the corpus whose prompts the tool-leak audit decodes
     max_tool_leak_rate: float = 0.0       # the ship rule: an anchor whose decoded answers leak more tool text is refused
     warm_start: Optional[str] = 'sft'
 
@@ -265,11 +267,14 @@ class Rounds:
     champion: Optional[str] = None       # the arm that is promoted and that 'champion' warm starts mean (default: the first arm)
     executor: str = 'local'              # 'local' or 'slurm' (submitit)
     slurm: dict[str, Any] = field(default_factory=dict)
+    @property
+    def champion_name(self) -> str: return self.champion or self.arms[0].name
     def validate(self, where, p):
         _one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
         names = [a.name for a in self.arms]
         if len(set(names)) != len(names): raise ProfileError(where, f"{p}.arms", "duplicate arm names")
-        champ = self.champion or (names[0] if names else None)
+        if not names: raise ProfileError(where, f"{p}.arms", "no arms")
+        champ = self.champion_name
         if champ not in names: raise ProfileError(where, f"{p}.champion", f"{champ!r} is not an arm")
         for i, a in enumerate(self.arms):
             if a.warm_start == 'champion' and a.name == champ:
@@ -321,6 +326,9 @@ class Profile:
         for i, s in enumerate(self.stages):
             for need in s.needs:
                 if need not in names[:i]: raise ProfileError(where, f"stages[{i}].needs", f"{need!r} is not an earlier stage")
+        if self.evals:           # the instruments' settings: their schema lives with the instruments
+            from rsi_repro.evaluate import validate_evals
+            validate_evals(to_dict(self.evals), where)
         if self.promotion:       # the rule is data; its schema lives with the code that seals and applies it
             from rsi_repro.preregister import PromotionRule
             try: PromotionRule.from_dict(to_dict(self.promotion), where=f"{where}: promotion")

@@ -99,13 +99,14 @@ def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
 # %% ../nbs/46_evaluate.ipynb #c010
 class _LazyBackend:
     "A generation backend built on first use."
-    def __init__(self, ref: ModelRef, serving: Serving, backend: str | None = None):
+    def __init__(self, ref: ModelRef, serving: Serving, backend: str | None = None, work_dir: str | Path | None = None):
         self._ref, self._serving, self._backend, self._obj = ref, serving, backend or serving.backend, None
+        self._work_dir = work_dir      # where vLLM puts an adapter merged into the base (the evaluation stage's folder)
     @property
     def loaded(self) -> bool: return self._obj is not None
     def __getattr__(self, name):
         if name.startswith('_'): raise AttributeError(name)
-        if self._obj is None: self._obj = BACKENDS[self._backend](self._ref, self._serving)
+        if self._obj is None: self._obj = BACKENDS[self._backend](self._ref, self._serving, work_dir=self._work_dir)
         return getattr(self._obj, name)
 
 def checkpoint_identity(ref: ModelRef) -> str:
@@ -143,6 +144,8 @@ class Checkpoint:
 
     def generate(self, requests: Sequence[dict], out_dir: str | Path, decode: Decode | None = None) -> pd.DataFrame:
         "Greedy serving answers (or `decode`) of `requests`, sharded and resumed in `out_dir`."
+        if isinstance(self.engine, _LazyBackend) and self.engine._work_dir is None:
+            self.engine._work_dir = Path(out_dir).parent       # beside this identity's generations, never in the adapter's folder
         return generate(requests, self.ref, self.serving, out_dir, decode, progress=self.progress, backend_obj=self.engine)
 
 def as_checkpoint(profile: Profile, model) -> Checkpoint:

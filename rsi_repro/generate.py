@@ -131,8 +131,9 @@ def check_adapter_base(adapter: str | Path, base: str, revision: str | None = No
             raise AdapterMismatch(f"{adapter}: adapter trained on base {got}, not on {want} ({base})")
         if got: return
     recorded = json.loads((adapter / 'adapter_config.json').read_text()).get('base_model_name_or_path')
-    if recorded and recorded != base and Path(recorded).resolve() != Path(base).resolve() and Path(recorded).name != Path(base).name:
-        raise AdapterMismatch(f"{adapter}: adapter_config.json says base {recorded!r}, not {base!r}")
+    if recorded and recorded != base and Path(recorded).resolve() != Path(base).resolve():
+        raise AdapterMismatch(f"{adapter}: adapter_config.json says base {recorded!r}, not {base!r} "
+                              f"(and it has no training_evidence.json recording the base's identity)")
 
 # %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):
@@ -162,7 +163,7 @@ def load_model(model: ModelRef, device: str | None = None):
 @register_backend('hf')
 class HFBackend:
     "Batched `generate` through transformers (and PEFT for adapters)."
-    def __init__(self, model: ModelRef, serving: Serving, device: str | None = None):
+    def __init__(self, model: ModelRef, serving: Serving, work_dir: str | Path | None = None, device: str | None = None):
         self.tokenizer, self.serving = load_tokenizer(model), serving
         self.model = load_model(model, device)
         self.stops = stop_ids(self.tokenizer)
@@ -205,9 +206,9 @@ def vllm_lora_plan(model: ModelRef, max_lora_rank: int) -> str:
                      f"{', '.join(map(str, VLLM_LORA_RANKS))}, profile max_lora_rank={max_lora_rank}); "
                      f"set serving.merge_lora: true to merge it into the base first")
 
-def merge_adapter(model: ModelRef, out_dir: str | Path) -> ModelRef:
+def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
     "Merge the adapter into the base and save a plain checkpoint (with tokenizer and template) vLLM can load."
-    out = Path(out_dir)
+    out = Path(work_dir) / f"merged-{adapter_identity(model.adapter)[:16]}"    # a retrained adapter never reuses old weights
     if not (out / 'config.json').exists():
         net = load_model(replace(model, merge=True), device='cpu')
         net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
@@ -216,12 +217,14 @@ def merge_adapter(model: ModelRef, out_dir: str | Path) -> ModelRef:
 @register_backend('vllm')
 class VLLMBackend:
     "vLLM's offline `LLM.generate` behind the same interface."
-    def __init__(self, model: ModelRef, serving: Serving, merged_dir: str | Path | None = None):
+    def __init__(self, model: ModelRef, serving: Serving, work_dir: str | Path | None = None):
         from vllm import LLM
         from vllm.lora.request import LoRARequest
         self.serving, self.tokenizer = serving, load_tokenizer(model)
         plan = vllm_lora_plan(model, serving.vllm.max_lora_rank)
-        if plan == 'merge': model = merge_adapter(model, merged_dir or Path(model.adapter) / 'merged')
+        if plan == 'merge':
+            if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
+            model = merge_adapter(model, work_dir)
         if serving.vllm.batch_invariant: os.environ.setdefault('VLLM_BATCH_INVARIANT', '1')
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
@@ -249,11 +252,14 @@ class VLLMBackend:
 # %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')
 
-def _plan(requests, model: ModelRef, decode: Decode, serving: Serving) -> dict:
+def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
+    "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
-            'model': asdict(model), 'adapter_identity': adapter_identity(model.adapter), 'decode': asdict(decode),
-            'system_prompt': serving.system_prompt,
-            'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong, 'shard_size': serving.shard_size}
+            'model': asdict(model), 'base_identity': base_identity(model.base, model.revision),
+            'adapter_identity': adapter_identity(model.adapter), 'decode': asdict(decode), 'backend': backend,
+            'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
+            'shard_size': serving.shard_size, 'batch_size': serving.batch_size,
+            'vllm': asdict(serving.vllm) if backend == 'vllm' else None}
 
 def plan_dir(out_dir: str | Path, plan: dict) -> Path:
     "The shard folder of one generation plan inside `out_dir`."
@@ -284,7 +290,8 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
     ids = [str(r['id']) for r in requests]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1); raise DataError(f"duplicate request id {dup!r}")
-    plan = _plan(requests, model, decode, serving)
+    backend = backend or serving.backend
+    plan = _plan(requests, model, decode, serving, backend)
     out = plan_dir(out_dir, plan); out.mkdir(parents=True, exist_ok=True)
     plan_path = out / 'plan.json'
     if plan_path.exists() and json.loads(plan_path.read_text()) != plan:
@@ -301,7 +308,7 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
         expected = [(str(r['id']), s) for r in chunk for s in range(decode.samples)]
         if shard.exists():
             rows += _read_shard(shard, expected); bar.update(len(expected)); continue
-        if engine is None: engine = BACKENDS[backend or serving.backend](model, serving)
+        if engine is None: engine = BACKENDS[backend](model, serving, work_dir=Path(out_dir))
         tok = engine.tokenizer
         rendered = [render(r['messages'], tok, serving.max_input_tokens, serving.system_prompt, serving.overlong, row=str(r['id']))
                     for r in chunk]

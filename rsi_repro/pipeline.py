@@ -15,8 +15,8 @@ from .config import Profile, Stage, fingerprint, load_profile, to_dict
 from .io import atomic_write_text, sha256_file, sha256_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'QUIET_ENV', 'VERSIONED', 'library_sha256', 'package_versions', 'output_hashes', 'read_manifest',
-           'StageFailed', 'StageResult', 'stage_inputs', 'run_stage', 'run']
+__all__ = ['MANIFEST', 'QUIET_ENV', 'VERSIONED', 'DATA_DIRS', 'library_sha256', 'package_versions', 'output_hashes',
+           'read_manifest', 'StageFailed', 'StageResult', 'data_inputs', 'stage_inputs', 'seal_of', 'run_stage', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 MANIFEST = 'manifest.json'
@@ -59,7 +59,26 @@ class StageResult:
     seconds: float
     stage_dir: str
 
-def stage_inputs(profile: Profile, stage: Stage, run_dir: Path, params: dict) -> dict:
+# %% ../nbs/90_pipeline.ipynb #c009
+DATA_DIRS = ('data/pools', 'data/prompts', 'data/claims')
+
+def data_inputs(profile: Profile) -> dict:
+    "sha256 (or hub id@revision) of every file and folder of data the profile's stages read."
+    from rsi_repro.generate import base_identity
+    def ident(source: str, revision=None) -> str:
+        p = profile.resolve(source)
+        if p.is_file(): return sha256_file(p)
+        if p.is_dir(): return sha256_json({f.relative_to(p).as_posix(): sha256_file(f) for f in sorted(p.rglob('*')) if f.is_file()})
+        return f"{source}@{revision or 'main'}"
+    out = {'base': base_identity(str(profile.resolve(profile.base.name_or_path)) if profile.resolve(profile.base.name_or_path).exists()
+                                 else profile.base.name_or_path, profile.base.revision)}
+    out.update({f"prompts.{k}": ident(v) for k, v in profile.prompts.items()})
+    corpora = [*(profile.sft.corpora if profile.sft else ()), *((profile.dpo.corpus,) if profile.dpo else ())]
+    out.update({f"corpus.{c.name}": ident(c.source, c.revision) for c in corpora})
+    out.update({d: ident(d) for d in DATA_DIRS if profile.resolve(d).exists()})
+    return out
+
+def stage_inputs(profile: Profile, stage: Stage, run_dir: Path, params: dict, data: dict | None = None) -> dict:
     "Everything a stage's result depends on, hashed."
     upstream = {}
     for need in stage.needs:
@@ -71,16 +90,23 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path, params: dict) ->
     # editing a later stage's parameters must not retrain an earlier one
     own = replace(profile, stages=(stage,))
     return {'profile_sha256': fingerprint(own), 'notebook_sha256': sha256_file(nb), 'library_sha256': library_sha256(),
-            'upstream': upstream, 'params': params}
+            'data': data if data is not None else data_inputs(profile), 'upstream': upstream, 'params': params}
+
+def seal_of(run_dir: Path, stage: Stage) -> Optional[str]:
+    "The sealed promotion rule's sha256 when this stage runs after a preregister stage (recorded so decide can check it)."
+    for need in stage.needs:
+        seal = run_dir / need / 'promotion.seal.json'
+        if seal.exists(): return json.loads(seal.read_text()).get('rule_sha256')
+    return None
 
 def run_stage(profile: Profile, stage: Stage, force: bool = False, params: dict | None = None,
-              stage_dir: Path | None = None, log=print) -> StageResult:
+              stage_dir: Path | None = None, log=print, data: dict | None = None) -> StageResult:
     "Execute one stage notebook with papermill unless its manifest shows the same inputs."
     import papermill as pm
     run_dir = profile.run_dir
     stage_dir = Path(stage_dir or run_dir / stage.name)
     params = {**dict(stage.params), **(params or {})}
-    inputs = stage_inputs(profile, stage, run_dir, params)
+    inputs = stage_inputs(profile, stage, run_dir, params, data)
     key = sha256_json(inputs)
     old = read_manifest(stage_dir)
     if old and old.get('inputs_sha256') == key and not force:
@@ -105,13 +131,14 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, params: dict 
     outputs = output_hashes(stage_dir, nb_out.name)
     manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs,
                 'inputs_sha256': key, 'outputs': outputs, 'outputs_sha256': sha256_json(outputs),
-                'executed_notebook': nb_out.name, 'started': started.isoformat(timespec='seconds'),
+                'executed_notebook': nb_out.name, 'promotion_seal_sha256': seal_of(run_dir, stage),
+                'started': started.isoformat(timespec='seconds'),
                 'wall_seconds': round(time.time() - t0, 2), 'versions': package_versions()}
     atomic_write_text(stage_dir / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
     log(f"[{stage.name}] done in {manifest['wall_seconds']:.1f}s")
     return StageResult(stage.name, 'ran', manifest['wall_seconds'], str(stage_dir))
 
-# %% ../nbs/90_pipeline.ipynb #c009
+# %% ../nbs/90_pipeline.ipynb #c011
 def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
         log=print) -> list[StageResult]:
     "Run a profile's stages in order; returns what ran and what was skipped. `arms` narrows the stages that take arms."
@@ -125,9 +152,10 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
         unknown = sorted(set(arms) - known)
         if unknown: raise KeyError(f"{profile.path}: unknown arm(s) {unknown} (arms: {', '.join(sorted(known))})")
     force_all = 'all' in force
+    data = data_inputs(profile)
     results = []
     for stage in profile.stages:
         if only and stage.name not in only: continue
         params = {'arms': list(arms)} if arms and stage.takes_arms else None
-        results.append(run_stage(profile, stage, force=force_all or stage.name in force, params=params, log=log))
+        results.append(run_stage(profile, stage, force=force_all or stage.name in force, params=params, log=log, data=data))
     return results

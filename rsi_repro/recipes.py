@@ -16,9 +16,9 @@ from .io import atomic_write_text, read_jsonl, write_jsonl
 from .train import is_current, train_dpo, train_sft
 
 # %% auto #0
-__all__ = ['stage_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'write_preference_pairs', 'choose_anchor',
-           'dpo_stage', 'read_run_pool', 'repair_stage', 'arm_warm_start', 'arm_waves', 'round_mixes', 'train_arm',
-           'rounds_stage']
+__all__ = ['stage_adapter', 'rounds_dir', 'arm_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'audit_prompts',
+           'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'arm_warm_start',
+           'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage', 'grid_stage']
 
 # %% ../nbs/35_recipes.ipynb #c005
 def stage_adapter(profile: Profile, stage: str) -> Path:
@@ -29,12 +29,21 @@ def stage_adapter(profile: Profile, stage: str) -> Path:
     return path
 
 # %% ../nbs/35_recipes.ipynb #c007
+def rounds_dir(profile: Profile) -> Path:
+    "The folder of the stage that trains the arms (the stage whose notebook is `rounds`)."
+    stage = next((s for s in profile.stages if s.notebook == 'rounds'), None)
+    if stage is None: raise KeyError(f"{profile.path}: no stage runs the rounds notebook, so no arm has an adapter")
+    return profile.run_dir / stage.name
+
+def arm_adapter(stage_dir: str | Path, arm: str) -> Path:
+    return Path(stage_dir) / arm / 'adapter'
+
 def resolve_checkpoint(profile: Profile, name: str) -> Optional[Path]:
     "The adapter folder of a named checkpoint (None for the base), or an error naming what is missing."
     if name == 'base': return None
     arms = [a.name for a in profile.rounds.arms] if profile.rounds else []
     if name in arms:
-        path = profile.run_dir / 'rounds' / name / 'adapter'
+        path = arm_adapter(rounds_dir(profile), name)
         if not (path / 'adapter_config.json').exists(): raise FileNotFoundError(f"arm '{name}' has no adapter at {path}: run the rounds stage first")
         return path
     if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)
@@ -91,10 +100,21 @@ def serve_reads(profile: Profile, stage_dir: str | Path, checkpoints: dict, prom
     return pd.concat(frames, ignore_index=True)
 
 # %% ../nbs/35_recipes.ipynb #c013
+def audit_prompts(profile: Profile) -> 'pd.DataFrame':
+    "The tool-leak audit's prompt set: the user turns of the DPO corpus's held-out audit band."
+    import pandas as pd
+    c, band = profile.dpo.corpus, profile.dpo.audit
+    check_disjoint((*c.bands, band), c.name)
+    rows = []
+    for row in read_band(c, band, profile.root):
+        p = binarize(row, f"corpus {c.name} ({c.source}) row {row['_row']}", seed=profile.dpo.optim.seed)
+        rows.append({'id': f"{c.name}-{row['_row']}", 'family': 'dpo_audit', 'prompt': p.prompt[-1]['content']})
+    return pd.DataFrame(rows)
+
 def write_preference_pairs(profile: Profile, path: str | Path) -> int:
     "Binarise the DPO corpus band into TRL-format pairs (JSONL); returns the number of pairs."
     c = profile.dpo.corpus
-    check_disjoint(c.bands, c.name)
+    check_disjoint((*c.bands, profile.dpo.audit), c.name)
     pairs = []
     for band in c.bands:
         for row in read_band(c, band, profile.root):
@@ -112,10 +132,9 @@ def choose_anchor(audits: 'pd.DataFrame', max_tool_leak_rate: float) -> str:
     ok = ok.assign(order=range(len(ok))).sort_values(['stop_rate', 'tool_leak_rate', 'order'], ascending=[False, True, True])
     return ok.iloc[0].arm
 
-def dpo_stage(profile: Profile, stage_dir: str | Path, audit_prompts: str | Path | None = None, report_to=('tensorboard',)) -> dict:
+def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
     "Stage 2: train every grid arm, audit each anchor's decoded answers, ship one by the profile's rule."
     import pandas as pd
-    from rsi_repro.instruments.prompts import load_prompt_set
     from rsi_repro.instruments.text import audit_termination
     cfg = profile.dpo
     if cfg is None: raise ProfileError(profile.path, 'dpo', "this profile has no dpo section")
@@ -124,13 +143,12 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, audit_prompts: str | Path
     n_pairs = write_preference_pairs(profile, pairs_path)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
     ref = ModelRef.from_profile(profile)
-    prompts = load_prompt_set(audit_prompts, kind='open_chat')
-    if len(prompts) > profile.evals.get('dpo_audit_n', len(prompts)): prompts = prompts.iloc[:profile.evals['dpo_audit_n']]
+    prompts = audit_prompts(profile)
     reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
     rows = []
     for arm in cfg.grid:
         out = stage_dir / 'arms' / arm.name / 'adapter'
-        if not is_current(out, pairs_path, warm, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight, r=cfg.lora.r, seed=cfg.optim.seed):
+        if not is_current(out, pairs_path, warm, cfg.lora, cfg.optim, ref, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight):
             train_dpo(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, out, tag=f"dpo-{arm.name}",
                       beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to)
         answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, stage_dir / 'arms' / arm.name / 'audit')
@@ -172,7 +190,7 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
 def arm_warm_start(profile: Profile, arm) -> str:
     "The checkpoint name an arm starts from."
     r = profile.rounds
-    return {'parent': r.sample_from, 'champion': r.champion or r.arms[0].name}.get(arm.warm_start, arm.warm_start)
+    return {'parent': r.sample_from, 'champion': r.champion_name}.get(arm.warm_start, arm.warm_start)
 
 def arm_waves(profile: Profile, names: Optional[list[str]] = None) -> list[list]:
     "Arms grouped so that every arm's warm start is trained in an earlier wave (or is a stage)."
@@ -212,8 +230,9 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     arm = next(a for a in r.arms if a.name == arm_name)
     warm = resolve_checkpoint(profile, arm_warm_start(profile, arm))
     mix = Path(stage_dir) / 'mixes' / arm.pool / f"mix_x{1 if arm.mix == 'single' else 2}.npz"
-    out = profile.run_dir / 'rounds' / arm.name / 'adapter'
-    if is_current(out, mix, str(warm) if warm else None, steps=arm.steps, seed=arm.seed, r=r.lora.r, lr=arm.lr or r.optim.lr):
+    out = arm_adapter(stage_dir, arm.name)
+    if is_current(out, mix, str(warm) if warm else None, r.lora, r.optim, ModelRef.from_profile(profile),
+                  steps=arm.steps, seed=arm.seed, lr=arm.lr or r.optim.lr):
         return json.loads((out / 'training_evidence.json').read_text())
     return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
@@ -241,3 +260,45 @@ def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[st
                           for a in r.arms if a.name in evidence])
     table.to_csv(Path(stage_dir) / 'arms.csv', index=False)
     return {'mixes': mixes, 'arms': table}
+
+# %% ../nbs/35_recipes.ipynb #c020
+def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
+    "Build the run's pools from the profile, audit their disjointness (raises on any leak), write them with their sha256."
+    from rsi_repro import pools
+    cfg = profile.pools
+    if cfg is None: raise ProfileError(profile.path, 'pools', "this profile has no pools section")
+    built, stats = pools.build_pools_with_stats(seed=cfg.seed, h6_size=cfg.h6_size, probe2_size=cfg.probe2_size,
+                                                rounds=dict(cfg.rounds), second_constraint_prob=cfg.second_constraint_prob)
+    summary = pools.audit(built)
+    out = Path(stage_dir)
+    hashes = {name: pools.write_pool(rows, out / f"{name}.jsonl") for name, rows in built.items()}
+    second = pools.second_constraint_table(stats)    # second constraints drawn, and those dropped for a conflict
+    atomic_write_text(out / 'pools.json', json.dumps({'sizes': summary['pools'], 'sha256': hashes, 'second_constraints': second}, indent=2))
+    return {'pools': built, 'summary': summary, 'sha256': hashes, 'second_constraints': second}
+
+def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
+                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = 'eval'):
+    "Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json."
+    from rsi_repro.evaluate import result_paths
+    from rsi_repro.preregister import PromotionRule, decide
+    rule = PromotionRule.from_dict(profile.promotion, where=f"{profile.path}: promotion")
+    seal_path = seal_path or profile.run_dir / 'preregister' / 'promotion.seal.json'
+    path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
+    incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
+    candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
+    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate)
+    decision.write(Path(stage_dir) / 'decision.json')
+    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes}
+
+def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
+    "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."
+    from rsi_repro import grid
+    from rsi_repro.evaluate import find_outcomes
+    champion = profile.rounds.champion_name
+    arms = [{'cell': a.name, 'mix': a.mix, 'steps': a.steps, 'init': arm_warm_start(profile, a), 'seed': a.seed}
+            for a in profile.rounds.arms if a.name != champion]
+    find = lambda ck: find_outcomes(profile.run_dir, ck, instrument, tuple(eval_stages))
+    outcomes, incumbent = {a['cell']: find(a['cell']) for a in arms}, find(champion)
+    table = grid.grid_table(arms, outcomes, incumbent)
+    table.to_csv(Path(stage_dir) / f"grid_{instrument}.csv", index=False)
+    return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent)}

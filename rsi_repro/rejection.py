@@ -14,6 +14,7 @@ from .config import Sampling, Serving
 from .constraints import check_all
 from .corpora import MixStats, write_sft_mix
 from .generate import Decode, ModelRef, generate
+from .io import atomic_write_text
 import pandas as pd
 
 # %% auto #0
@@ -89,6 +90,6 @@ def rejection_round(pool: Sequence[dict], model: ModelRef, serving: Serving, sam
     kept = keep(checked.assign(sample=checked['sample'] + checked.draw * sampling.k), sampling)
     stats = write_mix(pool, kept, tokenizer, seq_len, serving.system_prompt, out_dir / f"mix_x{draws}.npz", pool_name)
     rates = keep_rates(checked, kept)
-    rates.to_csv(out_dir / f"keep_rates_x{draws}.csv")
-    (out_dir / f"mix_x{draws}.json").write_text(json.dumps(asdict(stats), indent=1))
+    atomic_write_text(out_dir / f"keep_rates_x{draws}.csv", rates.to_csv())
+    atomic_write_text(out_dir / f"mix_x{draws}.json", json.dumps(asdict(stats), indent=1))
     return {'checked': checked, 'kept': kept, 'keep_rates': rates, 'mix': stats}

@@ -56,11 +56,13 @@ def load_for_training(model: ModelRef, lora: Lora, architecture: str, warm_start
     if not warm_start: return get_peft_model(base, cfg)
     check_adapter_base(warm_start, model.base, model.revision)
     old = json.loads((Path(warm_start) / 'adapter_config.json').read_text())
+    if set(old['target_modules']) != set(cfg.target_modules):
+        raise ValueError(f"{warm_start}: warm start targets {sorted(old['target_modules'])}, this stage {sorted(cfg.target_modules)}")
     if old['r'] == lora.r and old['lora_alpha'] == lora.alpha:
+        if float(old.get('lora_dropout', 0.0)) != lora.dropout:
+            raise ValueError(f"{warm_start}: warm start has lora_dropout {old.get('lora_dropout')}, this stage {lora.dropout}")
         return PeftModel.from_pretrained(base, warm_start, is_trainable=True)
     if old['r'] > lora.r: raise ValueError(f"{warm_start}: warm start has rank {old['r']}, larger than this stage's r={lora.r}")
-    missing = set(cfg.target_modules) ^ set(old['target_modules'])
-    if missing: raise ValueError(f"{warm_start}: warm start targets {sorted(old['target_modules'])}, this stage {sorted(cfg.target_modules)}")
     donor = PeftModel.from_pretrained(base, warm_start)
     old_sd = {k: v.clone() for k, v in get_peft_model_state_dict(donor).items()}
     old_scale = _scaling(donor.peft_config['default'])
@@ -127,6 +129,7 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
     "Write training_evidence.json beside an adapter."
     from rsi_repro.pipeline import package_versions
     from rsi_repro.generate import adapter_identity
+    from rsi_repro.config import to_dict
     gpus = gpu_count() and world_size
     evidence = {'tag': tag, 'base': model.base, 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
                 'warm_start': str(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
@@ -135,17 +138,23 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
                 'warmup': optim.warmup, 'schedule': optim.schedule, 'min_lr_rate': optim.min_lr_rate, 'seed': seed,
                 'dataset_path': str(dataset_path), 'dataset_sha256': sha256_file(dataset_path),
                 'training_tokens': training_tokens, 'supervised_tokens': supervised_tokens, 'wall_seconds': round(wall_seconds, 2),
+                'precision': 'bf16' if (optim.bf16 and gpus) else 'fp32',   # bf16 is asked for GPUs; a CPU run trains in fp32
+                'lora_settings': to_dict(lora), 'optim_settings': to_dict(optim),
                 'gpu_count': gpus, 'gpu_hours': round(gpus * wall_seconds / 3600, 4), 'versions': package_versions(), **(extra or {})}
     atomic_write_text(Path(adapter_dir) / 'training_evidence.json', json.dumps(evidence, indent=1))
     return evidence
 
-def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: str | None, **settings) -> bool:
-    "True when `adapter_dir` holds an adapter trained on this very dataset file, from this warm start, with these settings."
+def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: str | None, lora: Lora, optim: Optim,
+               base: ModelRef, **settings) -> bool:
+    "True when `adapter_dir` holds an adapter trained on this very dataset file, base and warm start, with exactly these settings."
+    from rsi_repro.config import to_dict
     from rsi_repro.generate import adapter_identity
     ev_path = Path(adapter_dir) / 'training_evidence.json'
     if not ev_path.exists() or not Path(dataset_path).exists(): return False
     ev = json.loads(ev_path.read_text())
     return (ev.get('dataset_sha256') == sha256_file(dataset_path) and ev.get('warm_start_identity') == adapter_identity(warm_start)
+            and ev.get('base_identity') == base_identity(base.base, base.revision)
+            and ev.get('lora_settings') == to_dict(lora) and ev.get('optim_settings') == to_dict(optim)
             and all(ev.get(k) == v for k, v in settings.items()))
 
 def read_evidence(adapter_dir: str | Path) -> dict:

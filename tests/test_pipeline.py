@@ -23,6 +23,7 @@ sft:
 dpo:
   corpus: {{name: ultrafeedback, source: data/corpora/ultrafeedback_sample.jsonl, bands: [{{start: 0, stop: 48}}]}}
   grid: [{{name: b010, beta: 0.1, lr: 5.0e-4}}]
+  audit: {{start: 1400, stop: 1408}}
   max_tool_leak_rate: 1.0
 repair:
   sampling: {{k: 2, temperature: 0.7, top_p: 0.9, seed: 5, max_new_tokens: 24, cap_per_prompt: 2}}
@@ -35,7 +36,6 @@ rounds:
     - {{name: v741, pool: r6, warm_start: parent, mix: double, steps: 2, seed: 741}}
 pools: {{seed: 6, h6_size: 26, probe2_size: 13, rounds: {{r5: 32, r6: 32}}}}
 evals:
-  dpo_audit_n: 8
   checkpoints: [base, repair, v6141]
   instruments: [h6, probe2, open_chat, termination]
   open_chat: {{n: 8}}
@@ -51,7 +51,7 @@ stages:
   - {{name: eval, notebook: eval, needs: [preregister, pools, repair, rounds]}}
   - {{name: eval_arms, notebook: eval, needs: [preregister, pools, rounds], params: {{checkpoints: [v741], instruments: [h6]}}}}
   - {{name: decide, notebook: decide, needs: [preregister, eval]}}
-  - {{name: grid, notebook: grid, needs: [eval, eval_arms]}}
+  - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
   - {{name: report, notebook: report, needs: [decide, grid]}}
 """
 
@@ -115,7 +115,7 @@ def test_editing_the_sealed_rule_makes_decide_fail(profile_path, first_run):
     edited = profile_path.with_name('edited.yaml')
     edited.write_text(profile_path.read_text().replace("stages:", "promotion:\n  clauses:\n    - {kind: delta_above, instrument: h6, threshold: -1.0}\nstages:", 1))
     try:
-        with pytest.raises(StageFailed, match="stage 'decide' failed"):
+        with pytest.raises(StageFailed, match="stage 'decide' failed.*changed since it was sealed"):
             run(edited, only=['decide'], force=['decide'], log=lambda *a: None)
     finally:
         edited.unlink(missing_ok=True)
