@@ -143,7 +143,7 @@ def count_bullets(text: str) -> int:
 # %% ../nbs/10_constraints.ipynb #c017
 _DOUBLE_HL = re.compile(r"\*\*(?=[^\s*])([^*\n]*?[^\s*])\*\*")
 _SINGLE_HL = re.compile(r"(?<!\*)\*(?=[^\s*])([^*\n]*?[^\s*])\*(?!\*)")
-_PLACEHOLDER = re.compile(r"\[(?=[^\]\[\n]*\S)[^\]\[\n]+\](?!\()")
+_PLACEHOLDER = re.compile(r"\[(?=[^\]\[\n]*[^\s\]\[])[^\]\[\n]+\](?!\()")   # at least one visible character inside
 
 def count_highlights(text: str) -> int:
     "Markdown emphasis spans *x* and **x** (text hugging the asterisks, one line)."
