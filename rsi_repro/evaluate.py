@@ -34,7 +34,7 @@ __all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'EV
            'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes',
            'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview',
            'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
-           'math_decontam_report']
+           'ifbench_not_scored', 'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -419,7 +419,7 @@ assert set(INSTRUMENTS) == set(SETTINGS)
 # %% ../nbs/46_evaluate.ipynb #c025j
 from .instruments.ifeval_official import DEFAULT_SOURCE as IFEVAL_SOURCE, load_ifeval_prompts, score_ifeval
 from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, load_ifbench_prompts, nltk_file,
-                                  scorable, score_ifbench)
+                                  not_scored_offline, scorable, score_ifbench)
 
 SETTINGS.update({
     'ifeval': {'n': _n_setting('prompts'),
@@ -683,6 +683,14 @@ def paired_families_vs_parent(profile: Profile, results: Mapping[str, Mapping[st
     if not frames: return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
     return out[['checkpoint', 'parent'] + [c for c in out.columns if c not in ('checkpoint', 'parent')]]
+
+def ifbench_not_scored(profile: Profile, results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
+    "The IFBench ids this machine does not score, why, and how many of the profile's prompts each kept out of every rate."
+    cols = ['id', 'prompts_left_out', 'why']
+    if not any('ifbench' in r for r in results.values()): return pd.DataFrame(columns=cols)
+    lists = ifbench_prompts(profile)['instruction_id_list']
+    why = not_scored_offline(i for ids in lists for i in ids)
+    return pd.DataFrame([{'id': i, 'prompts_left_out': sum(i in ids for ids in lists), 'why': w} for i, w in why.items()], columns=cols)
 
 # %% ../nbs/46_evaluate.ipynb #c034b
 def math_decontam_report(stage_dir: str | Path,  # an evaluation folder (the eval stage's folder)
