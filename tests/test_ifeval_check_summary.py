@@ -88,3 +88,20 @@ def test_a_letter_that_is_not_one_character_still_fails(tmp_path, letter):
     bad = {**ROWS[0], "kwargs": [{"letter": letter, "let_frequency": 2, "let_relation": "at least"}]}
     code, _, err, _ = run(tmp_path, [bad])
     assert code == 2 and "kwarg 'letter'" in err
+
+
+@pytest.mark.parametrize("char", ["#", "!", "É", " "])
+def test_literal_count_is_the_reference_count_of_that_character(monkeypatch, char):
+    "Where the reference would draw a random letter, make its draw the asked character: the verdicts are then ours."
+    from rsi_repro.ifeval import reference_scorer, score
+    ref = reference_scorer()
+    from lm_eval.tasks.ifeval import instructions as reference
+    monkeypatch.setattr(reference.random, "choice", lambda seq: char)
+    texts = ["", "# ! É é", "##!! ÉÉ éé  x", "no such characters", "#\n!\nÉ\n" * 3, "!!!!! ##### ééééé     "]
+    for n in (1, 2, 3, 5):
+        for rel in ("less than", "at least"):
+            for text in texts:
+                row = {"key": 0, "prompt": "p", "instruction_id_list": ["keywords:letter_frequency"],
+                       "kwargs": [{"letter": char, "let_frequency": n, "let_relation": rel}], "response": text}
+                ours, theirs = score(row["instruction_id_list"], row["kwargs"], text), ref(row)
+                assert (ours.strict, ours.loose) == (theirs.strict, theirs.loose), (char, n, rel, text)

