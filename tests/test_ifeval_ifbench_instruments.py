@@ -137,3 +137,13 @@ def test_ifeval_instrument_on_the_sample_file(tmp_path):
     assert out.passed.tolist() == [True, True, False]                    # two bullets where three were asked
     assert list(out.columns[:3]) == ['id', 'family', 'passed'] and out.family.tolist() == prompts.family.tolist()
     assert summary.set_index('family').loc['ALL', ['n', 'passed', 'inst_strict']].tolist() == [3, 2 / 3, 2 / 3]
+
+
+def test_pins_are_one_set_of_versions():
+    "settings.ini's ifbench extra, the module's PINS and the installed packages agree."
+    import configparser, importlib.metadata
+    from packaging.requirements import Requirement
+    cfg = configparser.ConfigParser(delimiters=['=']); cfg.read(ROOT / 'settings.ini')
+    reqs = [Requirement(r) for r in cfg['DEFAULT']['ifbench_requirements'].split()]
+    assert {r.name: str(r.specifier) for r in reqs} == {k: f'=={v}' for k, v in ifbench.PINS.items()}
+    assert {k: importlib.metadata.version(k) for k in ifbench.PINS} == ifbench.PINS
