@@ -78,7 +78,8 @@ def part_same(a, adapter=None):
     from rsi_repro.generate import ModelRef, generate
     ref = ModelRef(str(ROOT / 'data/tiny_base'), dtype=a.dtype, adapter=adapter)
     serving = Serving(max_new_tokens=a.max_new_tokens, max_input_tokens=1024, batch_size=a.batch, shard_size=a.n,
-                      merge_lora=adapter is not None, vllm=VLLMSettings(max_lora_rank=512, gpu_memory_utilization=0.3, batch_invariant=True))
+                      merge_lora=adapter is not None, vllm=VLLMSettings(max_lora_rank=512, gpu_memory_utilization=a.small_gpu_mem, batch_invariant=True))
+    patch_llm(a)
     reqs = requests(a.n)
     work = Path(tempfile.mkdtemp())
     out = {}
@@ -89,6 +90,19 @@ def part_same(a, adapter=None):
     cmp = compare_rows(out['hf']['rows'], out['vllm']['rows'], ref, serving, reqs)
     return {'model': 'data/tiny_base', 'dtype': a.dtype, 'adapter': adapter, 'max_new_tokens': a.max_new_tokens, 'batch_invariant': True,
             **{f"{b}_seconds": out[b]['seconds'] for b in out}, **{f"{b}_new_tokens": out[b]['new_tokens'] for b in out}, **cmp}
+
+
+def patch_llm(a):
+    "Engine options the library's backend does not expose, added to its vllm.LLM(...) call (this check only)."
+    import vllm
+    if getattr(vllm.LLM, '_patched', False) or not (a.small_eager or a.small_kv_gib): return
+    orig = vllm.LLM
+    def LLM(*args, **kw):
+        if a.small_eager: kw.setdefault('enforce_eager', True)
+        if a.small_kv_gib: kw.setdefault('kv_cache_memory_bytes', int(a.small_kv_gib * 2**30))
+        return orig(*args, **kw)
+    LLM._patched = True
+    vllm.LLM = LLM
 
 
 def make_adapter(folder, r=768, seed=0):
@@ -114,7 +128,9 @@ def part_speed(a, name, cfg):
     folder = write_config(Path(tempfile.mkdtemp()) / name, cfg)
     t0 = time.perf_counter()
     llm = LLM(model=folder, load_format='dummy', skip_tokenizer_init=True, dtype='bfloat16', max_model_len=a.prompt_tokens + a.new_tokens + 16,
-              gpu_memory_utilization=0.9, max_num_seqs=max(a.batches), seed=0)
+              gpu_memory_utilization=a.gpu_mem, max_num_seqs=max(a.batches), seed=0,
+              **({'kv_cache_memory_bytes': int(a.kv_gib * 2**30)} if a.kv_gib else {}),
+              **({'compilation_config': {'cudagraph_capture_sizes': a.capture_sizes}} if a.capture_sizes else {}))
     build = time.perf_counter() - t0
     g = torch.Generator().manual_seed(0)
     res = {'config': cfg, 'build_seconds': round(build, 1), 'runs': []}
@@ -128,7 +144,9 @@ def part_speed(a, name, cfg):
             n = sum(len(o.outputs[0].token_ids) for o in outs)
             res['runs'].append({'batch': bs, 'repeat': rep, 'output_tokens': n, 'seconds': round(dt, 2), 'output_tokens_per_s': round(n / dt, 1)})
             print(f"{name} batch {bs} run {rep}: {n} tokens in {dt:.2f} s = {n / dt:.1f} tok/s", flush=True)
-    res['gpu_memory_utilization'] = 0.9      # vLLM takes this share of the GPU up front (weights, KV cache)
+    res['gpu_memory_utilization'] = a.gpu_mem      # vLLM takes this share of the GPU up front (weights, KV cache)
+    res['kv_cache_gib'] = a.kv_gib or None; res['cudagraph_capture_sizes'] = a.capture_sizes
+    free, total = torch.cuda.mem_get_info(); res['device_gpu_used_gib_after'] = round((total - free) / 2**30, 1)      # whole device, all processes
     return res
 
 
@@ -140,11 +158,19 @@ def main():
     ap.add_argument('--batches', type=int, nargs='+', default=[64, 256])
     ap.add_argument('--prompt-tokens', type=int, default=200); ap.add_argument('--new-tokens', type=int, default=128)
     ap.add_argument('--dtype', default='float32', help="of the tiny base in parts same/adapter, both backends ('bfloat16' if vLLM refuses float32)")
+    ap.add_argument('--gpu-mem', type=float, default=0.9, help='speed parts: gpu_memory_utilization')
+    ap.add_argument('--kv-gib', type=float, default=0, help='speed parts: fixed KV cache size (kv_cache_memory_bytes); 0: from --gpu-mem')
+    ap.add_argument('--capture-sizes', type=int, nargs='*', default=None, help='speed parts: CUDA graph batch sizes (default: vLLM\'s)')
+    ap.add_argument('--small-gpu-mem', type=float, default=0.3, help='parts same/adapter: gpu_memory_utilization')
+    ap.add_argument('--small-kv-gib', type=float, default=0, help='parts same/adapter: fixed KV cache size')
+    ap.add_argument('--small-eager', action='store_true', help='parts same/adapter: enforce_eager (no compile, no CUDA graphs)')
     ap.add_argument('--out', default=str(ROOT / 'benchmarks/results/vllm_check.json'))
     a = ap.parse_args()
     if len(a.parts) > 1:      # one process per part: a vllm.LLM keeps its share of GPU memory until its process ends
         import subprocess
-        rest = [x for i, x in enumerate(sys.argv[1:]) if not (x == '--parts' or (i > 0 and sys.argv[1:][i - 1] == '--parts') or x in a.parts)]
+        argv = sys.argv[1:]; i = argv.index('--parts'); j = i + 1
+        while j < len(argv) and not argv[j].startswith('--'): j += 1
+        rest = argv[:i] + argv[j:]
         for part in a.parts:
             subprocess.run([sys.executable, __file__, '--parts', part] + rest)
         return
