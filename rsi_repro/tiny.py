@@ -334,7 +334,7 @@ def documented_objects() -> list[tuple[str, str, str]]:
             out.append((q, answer, sig))
     return out
 
-def build_sample_corpora(out_dir: str | Path, seed: int = 0) -> dict:
+def build_sample_corpora(out_dir: str | Path, seed: int = 0, constrained_share: float = 0.25) -> dict:
     "Write the tiny profile's SFT corpora (two files) and preference corpus; returns their row counts."
     rng = random.Random(seed)
     objs = documented_objects()
@@ -345,6 +345,12 @@ def build_sample_corpora(out_dir: str | Path, seed: int = 0) -> dict:
         if sig and rng.random() < 0.25:
             msgs += [{'role': 'user', 'content': rng.choice(_FOLLOW_UPS)}, {'role': 'assistant', 'content': f"Call it as `{sig}`."}]
         chats.append(msgs)
+    # instruction-following rows, as tulu-3's mixture carries them: constrained requests answered as asked,
+    # interleaved so that every band holds some; audited like the base's corpus (nothing the pools evaluate on)
+    constrained = instruction_rows(int(len(chats) * constrained_share), seed=seed + 1, follow_rate=1.0)
+    audit_base_corpus(constrained)
+    for r in constrained:
+        chats.insert(rng.randrange(len(chats) + 1), [{'role': 'user', 'content': r['prompt']}, {'role': 'assistant', 'content': r['response']}])
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     half = len(chats) // 2
     tulu = [{'id': f"pydoc_tulu_{i}", 'messages': m, 'source': 'python-docs'} for i, m in enumerate(chats[:half])]
@@ -360,6 +366,18 @@ def build_sample_corpora(out_dir: str | Path, seed: int = 0) -> dict:
         prefs.append({'prompt': prompt, 'prompt_id': hashlib.sha256(prompt.encode()).hexdigest(),
                       'chosen': [user, {'role': 'assistant', 'content': answer}],
                       'rejected': [user, {'role': 'assistant', 'content': bad}], 'score_chosen': 8.0, 'score_rejected': 2.0})
+    # preference pairs on constrained requests: the answer as asked over a plain answer that ignores the request
+    from rsi_repro.constraints import check_all
+    own = dict(subject_sentences())
+    pref_rows = instruction_rows(int(len(prefs) * constrained_share), seed=seed + 2, follow_rate=1.0)
+    audit_base_corpus(pref_rows)
+    for r in pref_rows:
+        plain = ' '.join(own[r['subject']][:2])
+        if all(check_all(plain, r['constraints'])): continue     # the plain answer complies by chance: nothing to prefer
+        user = {'role': 'user', 'content': r['prompt']}
+        prefs.insert(rng.randrange(len(prefs) + 1), {'prompt': r['prompt'], 'prompt_id': hashlib.sha256(r['prompt'].encode()).hexdigest(),
+                     'chosen': [user, {'role': 'assistant', 'content': r['response']}],
+                     'rejected': [user, {'role': 'assistant', 'content': plain}], 'score_chosen': 8.0, 'score_rejected': 3.0})
     files = {'tulu_sample.jsonl': tulu, 'smoltalk_sample.jsonl': smol, 'ultrafeedback_sample.jsonl': prefs}
     for name, rows in files.items():
         (out / name).write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows))
