@@ -16,10 +16,10 @@ from .stats import paired_se, sign_test
 
 # %% auto #0
 __all__ = ['FOLLOWS', 'DOES_NOT_FOLLOW', 'CANNOT_CHECK', 'CHECKS', 'ClaimError', 'printed', 'implied_n', 'counts_for_rates',
-           'check_paired', 'check_pooled', 'check_family_nets', 'check_rate', 'check_mean', 'check_se_rate',
-           'check_se_paired', 'check_ratio', 'check_sum', 'check_grid_summary', 'check_seed_spread',
-           'check_discordance', 'check_delta_of_any', 'check_rates_imply_n', 'check_relative_change', 'load_claims',
-           'audit_claims', 'audit_summary']
+           'check_at_fitted_n', 'check_paired', 'check_pooled', 'check_family_nets', 'check_rate', 'check_mean',
+           'check_se_rate', 'check_se_paired', 'check_ratio', 'check_sum', 'check_grid_summary', 'check_seed_spread',
+           'check_discordance', 'check_delta_of_any', 'check_rates_imply_n', 'check_relative_change',
+           'check_same_count', 'load_claims', 'audit_claims', 'audit_summary']
 
 # %% ../nbs/22_card_audit.ipynb #c005
 class ClaimError(ValueError):
@@ -93,6 +93,21 @@ def _span(ns: list[int]) -> str:
     return "none" if not ns else (str(ns[0]) if len(ns) == 1 else f"{ns[0]}-{ns[-1]}")
 
 
+def check_at_fitted_n(c: Mapping, n: int | None, f: int, l: int) -> list[dict]:
+    "Rows for a claim whose printed delta fits another n than the one stated: is `n_fit` such an n, and the delta there."
+    m, rep = c["n_fit"], c["reported"]
+    if not isinstance(m, int) or isinstance(m, bool) or m < f + l:
+        raise ClaimError(f"claim {c['id']!r}: n_fit must be a whole number >= fixed + lost = {f + l}, got {m!r}")
+    if "delta" not in rep:
+        raise ClaimError(f"claim {c['id']!r}: n_fit needs a reported delta to fit")
+    ns = implied_n(f - l, rep["delta"])
+    return [{"figure": "n the printed delta fits", "reported": str(m), "recomputed": _span(ns),
+             "verdict": FOLLOWS if m in ns else DOES_NOT_FOLLOW,
+             "note": f"the card states n = {n}; {f - l:+d} prompts print as {rep['delta']} only at n = {_span(ns)}"},
+            _figure(c, "delta = (fixed - lost)/n_fit", rep["delta"], (f - l) / m,
+                    f"({f} - {l})/{m}; at n = {m}: discordance {(f + l) / m:.3f}, SE of the delta {paired_se(m, f, l):.4f}")]
+
+
 def check_paired(c: Mapping, claims: Mapping) -> list[dict]:
     cnt, rep, n = c["counts"], c["reported"], c.get("n")
     f, l, t, tf = cnt["fixed"], cnt["lost"], cnt.get("tied"), cnt.get("tied_fail")
@@ -134,6 +149,8 @@ def check_paired(c: Mapping, claims: Mapping) -> list[dict]:
             ra, ta = printed(rep["rate_a"])
             rb, tb = printed(rep["rate_b"])
             rows.append(_figure(c, "delta = rate_b - rate_a (printed)", rep["delta"], rb - ra, slack=ta + tb))
+    if "n_fit" in c:
+        rows += check_at_fitted_n(c, n, f, l)
     if "p" in rep:
         rows.append(_figure(c, "sign test p", rep["p"], sign_test(f, l), f"exact two-sided, {f} fixed / {l} lost"))
     if "se" in rep:
@@ -151,7 +168,8 @@ def check_pooled(c, claims) -> list[dict]:
     src = " + ".join(f"{p['fixed']}/{p['lost']}" for p in parts)
     rep = c["reported"]
     return [_figure(c, "pooled fixed", rep["fixed"], f, src), _figure(c, "pooled lost", rep["lost"], l, src),
-            _figure(c, "sign test p on pooled counts", rep["p"], sign_test(f, l), f"exact two-sided, {f} fixed / {l} lost")]
+            _figure(c, "sign test p on pooled counts", rep["p"], sign_test(f, l),
+                    f"exact two-sided, {f} fixed / {l} lost: p = {sign_test(f, l):.3f}")]
 
 
 def check_family_nets(c, claims) -> list[dict]:
@@ -243,11 +261,16 @@ def check_seed_spread(c, claims) -> list[dict]:
 
 
 def check_discordance(c, claims) -> list[dict]:
-    cells = [claims[k] for k in c["cells"]]
-    disc = sum(x["counts"]["fixed"] + x["counts"]["lost"] for x in cells) / sum(x["n"] for x in cells)
-    each = ", ".join(f"{k} {(claims[k]['counts']['fixed'] + claims[k]['counts']['lost']) / claims[k]['n']:.3f}" for k in c["cells"])
-    return [_figure(c, "share of prompts discordant", c["reported"]["discordance"], disc,
-                    f"pooled over the cited cells at their stated n ({each})")]
+    "Discordant share pooled over the cells, at their stated n and, where every cell has one, at the n their deltas fit."
+    cells, rows = {k: claims[k] for k in c["cells"]}, []
+    for label, nkey in (("stated", "n"), ("fitted", "n_fit")):
+        if nkey == "n_fit" and not all("n_fit" in x for x in cells.values()):
+            continue
+        disc = sum(x["counts"]["fixed"] + x["counts"]["lost"] for x in cells.values()) / sum(x[nkey] for x in cells.values())
+        each = ", ".join(f"{k} {(x['counts']['fixed'] + x['counts']['lost']) / x[nkey]:.3f}" for k, x in cells.items())
+        figure = "share of prompts discordant" + ("" if nkey == "n" else " at the fitted n")
+        rows.append(_figure(c, figure, c["reported"]["discordance"], disc, f"pooled over the cited cells at their {label} n ({each})"))
+    return rows
 
 
 def check_delta_of_any(c, claims) -> list[dict]:
@@ -280,11 +303,21 @@ def check_relative_change(c, claims) -> list[dict]:
     return rows
 
 
+def check_same_count(c, claims) -> list[dict]:
+    "One row per place the card states the size of the same thing: each must equal the reported size."
+    val, _ = printed(c["reported"]["n"])
+    return [{"figure": f"size stated in: {where}", "reported": str(c["reported"]["n"]), "recomputed": str(v),
+             "verdict": FOLLOWS if v == val else DOES_NOT_FOLLOW,
+             "note": "" if v == val else f"the card gives this battery {v} prompts here and {c['reported']['n']} elsewhere"}
+            for where, v in c["statements"].items()]
+
+
 CHECKS: dict[str, Callable] = {
     "paired": check_paired, "pooled": check_pooled, "family_nets": check_family_nets, "rate": check_rate,
     "mean": check_mean, "se_rate": check_se_rate, "se_paired": check_se_paired, "ratio": check_ratio, "sum": check_sum,
     "grid_summary": check_grid_summary, "seed_spread": check_seed_spread, "discordance": check_discordance,
-    "delta_of_any": check_delta_of_any, "rates_imply_n": check_rates_imply_n, "relative_change": check_relative_change}
+    "delta_of_any": check_delta_of_any, "rates_imply_n": check_rates_imply_n, "relative_change": check_relative_change,
+    "same_count": check_same_count}
 
 # %% ../nbs/22_card_audit.ipynb #c013
 def load_claims(path) -> dict:
@@ -316,6 +349,8 @@ def audit_claims(path) -> pd.DataFrame:
             figs = CHECKS[c["kind"]](c, claims)
         except KeyError as e:
             raise ClaimError(f"{path}: claim {cid!r} (kind {c['kind']}): missing {e}") from None
+        except ClaimError as e:
+            raise ClaimError(f"{path}: {e}") from None
         rows += [{"section": c.get("section", ""), "claim": cid, **r} for r in figs]
     return pd.DataFrame(rows, columns=["section", "claim", "figure", "reported", "recomputed", "verdict", "note"])
 

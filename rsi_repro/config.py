@@ -192,6 +192,7 @@ class Corpus:
     name: str
     source: str                          # hub id (e.g. allenai/tulu-3-sft-mixture) or a local path
     split: str = 'train'
+    config: Optional[str] = None         # the dataset's config (smoltalk's `all`); None: a one-config dataset or a file
     revision: Optional[str] = None
     bands: tuple[Band, ...] = ()         # one band per epoch, disjoint
 

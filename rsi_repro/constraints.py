@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 # %% auto #0
-__all__ = ['CONSTRAINTS', 'H6_FAMILIES', 'EXTRA_FAMILIES', 'CONFLICTS', 'UnknownConstraintError', 'ConstraintArgError',
-           'ConstraintConflictError', 'Param', 'ConstraintSpec', 'count_words', 'split_sentences', 'count_sentences',
-           'split_paragraphs', 'count_paragraphs', 'count_bullets', 'count_highlights', 'count_placeholders',
-           'count_word', 'count_upper', 'count_lower', 'count_digits', 'count_commas', 'count_quote_wrap',
-           'count_end_postscript', 'get_spec', 'Constraint', 'conflict', 'compose', 'check_all', 'describe_all',
-           'conflict_table']
+__all__ = ['CONSTRAINTS', 'H6_FAMILIES', 'PROBE2_FAMILIES', 'EXTRA_FAMILIES', 'CONFLICTS', 'UnknownConstraintError',
+           'ConstraintArgError', 'ConstraintConflictError', 'Param', 'ConstraintSpec', 'count_words', 'split_sentences',
+           'count_sentences', 'split_paragraphs', 'count_paragraphs', 'count_bullets', 'count_highlights',
+           'count_placeholders', 'count_word', 'count_upper', 'count_lower', 'count_digits', 'count_commas',
+           'count_quote_wrap', 'count_end_postscript', 'get_spec', 'Constraint', 'conflict', 'compose', 'check_all',
+           'describe_all', 'conflict_table']
 
 # %% ../nbs/10_constraints.ipynb #c005
 class UnknownConstraintError(KeyError):
@@ -245,8 +245,9 @@ def get_spec(cid: str) -> ConstraintSpec:
 
 # %% ../nbs/10_constraints.ipynb #c025
 H6_FAMILIES = ("paragraphs", "repeat", "no_comma", "highlights", "max_words", "max_sentences",
-               "min_bullets", "min_words", "min_sentences", "lowercase", "uppercase", "bullets", "placeholders")
-EXTRA_FAMILIES = ("no_digits", "quotes", "postscript")
+               "min_bullets", "min_words", "min_sentences", "lowercase", "uppercase", "bullets")
+PROBE2_FAMILIES = H6_FAMILIES + ("placeholders",)
+EXTRA_FAMILIES = ("placeholders", "no_digits", "quotes", "postscript")
 
 # %% ../nbs/10_constraints.ipynb #c029
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from .config import Band, Corpus
 from .io import DataError, iter_jsonl, sha256_file
 
 # %% auto #0
-__all__ = ['CorpusError', 'check_disjoint', 'read_band', 'chat_messages', 'PreferencePair', 'binarize', 'MixStats',
-           'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
+__all__ = ['CorpusError', 'check_disjoint', 'load_corpus_dataset', 'read_band', 'chat_messages', 'PreferencePair', 'binarize',
+           'MixStats', 'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
 
 # %% ../nbs/30_corpora.ipynb #c005
 class CorpusError(DataError):
@@ -36,17 +36,29 @@ def _local_rows(path: Path) -> Iterator[dict]:
     else:
         for _, row in iter_jsonl(path): yield row
 
+def load_corpus_dataset(corpus: Corpus, local: Path | None = None):
+    "The corpus's `datasets` split: a local dataset folder when `local` is one, else the hub id; by config and split."
+    import datasets   # only for datasets, only when asked
+    src, rev = (str(local), None) if local is not None and local.is_dir() else (corpus.source, corpus.revision)
+    try:
+        return datasets.load_dataset(src, name=corpus.config, split=corpus.split, revision=rev)
+    except ValueError as e:   # unknown or missing config, unknown split
+        msg = " ".join(str(e).split())   # datasets' message lists the configs or splits there are
+        raise CorpusError(f"corpus {corpus.name} ({corpus.source}): config {corpus.config!r}, split {corpus.split!r}: {msg}") from None
+
 def read_band(corpus: Corpus, band: Band, root: str | Path = '.') -> list[dict]:
-    "Rows [band.start, band.stop) of a corpus (a local JSONL/parquet file, or a hub dataset id), each tagged with its row index."
+    "Rows [band.start, band.stop) of a corpus (a local JSONL/parquet file, a local dataset folder or a hub id), each tagged with its row index."
     local = Path(root) / corpus.source
-    if local.exists():
+    if local.is_file():
+        if corpus.config is not None:
+            raise CorpusError(f"corpus {corpus.name} ({corpus.source}): config {corpus.config!r} is set, but the source is a "
+                              "plain file, which has no configs; remove config or name a dataset")
         rows = []
         for i, row in enumerate(_local_rows(local)):
             if i >= band.stop: break
             if i >= band.start: rows.append({**row, '_row': i})
     else:
-        import datasets   # only for hub ids, only when asked
-        ds = datasets.load_dataset(corpus.source, split=corpus.split, revision=corpus.revision)
+        ds = load_corpus_dataset(corpus, local)
         stop = min(band.stop, len(ds))
         rows = [{**ds[i], '_row': i} for i in range(band.start, stop)]
     if len(rows) < band.stop - band.start:

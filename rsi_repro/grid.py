@@ -10,10 +10,13 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from .stats import ALL, OutcomeError, compare, paired, pool, stat_row
+import math
+
+from .stats import ALL, OutcomeError, compare, detectable_delta, paired, pool, power, prompts_needed, stat_row
 
 # %% auto #0
-__all__ = ['grid_table', 'family_grid', 'plot_family_heatmap', 'candidates_table']
+__all__ = ['CARD_DISCORDANCE', 'grid_table', 'family_grid', 'plot_family_heatmap', 'candidates_table', 'power_before_grid',
+           'power_sentence']
 
 # %% ../nbs/23_grid.ipynb #c005
 def _arms_frame(arms) -> pd.DataFrame:
@@ -89,3 +92,29 @@ def candidates_table(incumbent: Mapping,   # {instrument: incumbent outcomes}
                          **stat_row(pl),
                          "method": pl.method})
     return pd.DataFrame(rows).set_index(["candidate", "instrument"])
+
+# %% ../nbs/23_grid.ipynb #c013
+CARD_DISCORDANCE = 0.18   # the card: "About 18% of prompts come out differently for two checkpoints"
+
+
+def power_before_grid(n: int,                            # prompts each arm is read on (the profile's H6 size)
+                      discordance: float = CARD_DISCORDANCE,  # share of prompts on which two checkpoints differ
+                      effects=(0.005, 0.01, 0.02, 0.045),  # true deltas to ask about (0.045: the card's H6 promotion)
+                      target_power: float = 0.8,
+                      alpha: float = 0.05,
+                      ) -> pd.DataFrame:                 # one row per effect
+    "What n prompts can resolve at this discordance: SE of a null delta, the minimum detectable delta, power per effect."
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n must be a whole number of prompts >= 1, got {n!r}")
+    mdd = detectable_delta(n, discordance, target_power, alpha)
+    rows = [{"n": n, "discordance": discordance, "se_null": math.sqrt(discordance / n), "detectable_delta": mdd,
+             "delta": d, "power": power(n, d, discordance, alpha), "prompts_needed": prompts_needed(d, discordance, target_power, alpha)}
+            for d in effects]
+    return pd.DataFrame(rows)
+
+
+def power_sentence(table: pd.DataFrame, target_power: float = 0.8, alpha: float = 0.05) -> str:
+    "The `power_before_grid` table in one sentence, for the grid stage to print before it reads results."
+    r = table.iloc[0]
+    return (f"At n = {int(r.n)} prompts and discordance {r.discordance:.2f}, a null delta has SE {r.se_null:.4f}; the smallest "
+            f"delta detected with power {target_power:.0%} at alpha = {alpha} is {r.detectable_delta:.4f}.")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .io import atomic_write_text
-from .constraints import CONSTRAINTS, H6_FAMILIES, EXTRA_FAMILIES, Constraint, compose, ConstraintConflictError
+from .constraints import CONSTRAINTS, H6_FAMILIES, PROBE2_FAMILIES, EXTRA_FAMILIES, Constraint, compose, ConstraintConflictError
 
 # %% auto #0
 __all__ = ['DATA_DIR', 'GRIDS', 'ROLES', 'SPLIT_FRACTIONS', 'EVAL_POOLS', 'ROW_FIELDS', 'PoolDataError', 'load_subjects',
@@ -175,14 +175,14 @@ def build_pools_with_stats(*, seed: int,        # the pools' seed (profile.pools
                 second_constraint_prob: float,  # chance a training prompt carries a second constraint
                 data_dir: str | Path | None = None,  # where subjects.txt / templates.json live (default: data/pools)
                 ) -> tuple[dict[str, list[dict]], dict[str, PoolStats]]:
-    "(H6, probe2 and the training rounds, disjoint by construction; each pool's `PoolStats`). Run `audit` on the pools."
+    "(H6 (the card's 12 families), probe2 (those and placeholders) and the training rounds (every family), disjoint by construction; each pool's `PoolStats`). Run `audit` on the pools."
     d = Path(data_dir) if data_dir else DATA_DIR
     subjects = split_items(load_subjects(d / "subjects.txt"), seed, "subjects")
     all_templates, words = load_templates(d / "templates.json")
     tsplit = split_items(list(all_templates), seed, "templates")
     tpl = {k: {t: all_templates[t] for t in v} for k, v in tsplit.items()}
     drawn = {"h6": draw_pool("h6", h6_size, H6_FAMILIES, "eval", subjects["h6"], tpl["h6"], words, seed),
-             "probe2": draw_pool("probe2", probe2_size, H6_FAMILIES, "edge", subjects["probe2"], tpl["probe2"], words, seed)}
+             "probe2": draw_pool("probe2", probe2_size, PROBE2_FAMILIES, "edge", subjects["probe2"], tpl["probe2"], words, seed)}
     used = frozenset(r["prompt"] for p, _ in drawn.values() for r in p)
     for name, size in rounds.items():
         if name in drawn: raise PoolBuildError(f"round name {name!r} clashes with an evaluation pool")

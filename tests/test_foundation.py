@@ -62,7 +62,7 @@ def test_real_profiles_carry_the_seed_cards_numbers():
     assert (v6141.name, v6141.steps, v6141.seed, nemo.rounds.optim.warmup, nemo.rounds.optim.effective_batch) == ('v6141', 400, 203, 8, 48)
     assert [a.name for a in nemo.rounds.arms[1:]] == [f"v74{i}" for i in range(1, 10)]
     assert (nemo.sft.lora.r, nemo.sft.lora.alpha, nemo.repair.lora.r, nemo.repair.lora.alpha) == (64, 128, 768, 1536)
-    assert (nemo.pools.h6_size, nemo.pools.probe2_size) == (1600, 300)
+    assert (nemo.pools.h6_size, nemo.pools.probe2_size) == (1600, 1200)   # the card's "probe2-300" counts fit n = 1200 only
 
 
 class CountingTokenizer:
