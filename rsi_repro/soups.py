@@ -108,7 +108,9 @@ def make_soups(base: str,                          # the base model folder or hu
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
     from rsi_repro.chat import write_chat_template
+    from rsi_repro.generate import check_adapter_base
     common = check_parents(parents)
+    for p in parents.values(): check_adapter_base(p, base, revision)      # an adapter of another base is refused
     for m in methods: soup_method(m)
     names = list(parents)
     net = AutoModelForCausalLM.from_pretrained(base, revision=revision, dtype=getattr(torch, dtype))
