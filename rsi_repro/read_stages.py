@@ -84,8 +84,9 @@ def read_tables(result: Mapping) -> tuple['pd.DataFrame', 'pd.DataFrame']:
     import pandas as pd
     s = result['summary']
     cols = ['n', s['first'], s['second'], 'tie', 'both_bad', 'discordant', 'p']
-    overall = pd.DataFrame({'all pairs': s['overall'], **s['by_stratum']}).T[cols]
-    fams = pd.DataFrame(s['by_family']).T[cols].rename_axis('family')
+    ints = {c: int for c in cols if c != 'p'}
+    overall = pd.DataFrame({'all pairs': s['overall'], **s['by_stratum']}).T[cols].astype(ints)
+    fams = pd.DataFrame(s['by_family']).T[cols].astype(ints).rename_axis('family')
     return overall, fams
 
 # %% ../nbs/52_read_stages.ipynb #c010
@@ -165,7 +166,8 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
             for inst in cfg.instruments:
                 t = compare(results[parent][inst][0], results[soup][inst][0], by='family')
                 paired.append({'soup': soup, 'parent': parent, 'instrument': inst, **t.loc[ALL].to_dict()})
-    paired = pd.DataFrame(paired)
+    counts = ['n', 'fixed', 'lost', 'net', 'tied', 'tied_fail']
+    paired = pd.DataFrame(paired).astype({c: int for c in counts})
     paired.to_csv(stage_dir / 'soups_vs_parents.csv', index=False)
     answers = {}
     for name, (_, ck) in evaluated.items():
