@@ -94,3 +94,19 @@ def test_degenerate_answers_are_flagged_by_name():
                           'seed11': pd.DataFrame({'id': ['a', 'b'], 'response': ['Fine.', 'Also fine.']})}).set_index('checkpoint')
     assert t.loc['soup_svd', 'flag'] == 'DEGENERATE: soup_svd' and t.loc['soup_svd', 'degenerate'] == 1
     assert t.loc['soup_svd', 'repeats'] >= 24 and t.loc['seed11', 'flag'] == ''
+
+
+def test_uniform_soup_is_a_warm_start_for_training(built):
+    "The training code accepts the soup as a warm start (same rank: loaded as is; larger rank: grown), ΔW unchanged at step 0."
+    from rsi_repro.config import Lora
+    from rsi_repro.generate import ModelRef
+    from rsi_repro.train import load_for_training
+    parents, made = built
+    soups.write_soup_evidence(made['uniform'], 'uniform', parents, BASE)
+    want = soups.mean_deltas([soups.adapter_deltas(p) for p in parents.values()])
+    for lora in (Lora(r=24, alpha=24), Lora(r=32, alpha=64)):
+        net = load_for_training(ModelRef(base=BASE), lora, 'llama', warm_start=str(made['uniform']))
+        assert any(p.requires_grad for n, p in net.named_parameters() if 'lora_' in n)
+        mod = net.base_model.model.model.layers[1].self_attn.v_proj
+        got = mod.get_delta_weight('default').double()
+        assert torch.allclose(got, want['base_model.model.model.layers.1.self_attn.v_proj'], atol=1e-6), lora
