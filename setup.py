@@ -8,8 +8,8 @@ cfg = cfg['DEFAULT']
 req = lambda key: cfg.get(key, '').split()
 
 extras = {'train': req('train_requirements'), 'pipeline': req('pipeline_requirements'), 'dev': req('dev_requirements'),
-          'vllm': ['vllm>=0.26']}
-extras['all'] = extras['train'] + extras['pipeline'] + extras['dev']
+          'ifbench': req('ifbench_requirements'), 'vllm': ['vllm>=0.26']}
+extras['all'] = extras['train'] + extras['pipeline'] + extras['dev'] + extras['ifbench']
 
 setuptools.setup(
     name=cfg['lib_name'], version=cfg['version'], description=cfg['description'],

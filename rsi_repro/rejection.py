@@ -48,11 +48,12 @@ def check_samples(pool: Sequence[dict], samples: pd.DataFrame) -> pd.DataFrame:
     return out
 
 def keep(checked: pd.DataFrame, sampling: Sampling) -> pd.DataFrame:
-    "Samples that passed, stopped by themselves, fit the length window; de-duplicated; at most cap_per_prompt per prompt."
+    "Samples that passed, stopped by themselves, fit the length window; de-duplicated and capped at cap_per_prompt per prompt, within each draw."
     ok = checked[checked.passed & checked.finish_reason.eq('stop') & checked.new_tokens.ge(sampling.min_new_tokens)]
     if sampling.max_kept_tokens is not None: ok = ok[ok.new_tokens.le(sampling.max_kept_tokens)]
-    ok = ok.assign(_norm=ok.response.str.strip().str.lower()).drop_duplicates(['id', '_norm'])
-    ok = ok.sort_values(['id', 'sample'], kind='stable').groupby('id', sort=False).head(sampling.cap_per_prompt)
+    per = ['id', 'draw'] if 'draw' in ok.columns else ['id']   # each draw is an independent sampling of the pool
+    ok = ok.assign(_norm=ok.response.str.strip().str.lower()).drop_duplicates(per + ['_norm'])
+    ok = ok.sort_values(per + ['sample'], kind='stable').groupby(per, sort=False).head(sampling.cap_per_prompt)
     return ok.drop(columns='_norm').reset_index(drop=True)
 
 def keep_rates(checked: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
