@@ -33,7 +33,8 @@ def test_uniform_soup_is_the_mean_delta_layer_by_layer(built):
     parents, made = built
     deltas = [soups.adapter_deltas(p) for p in parents.values()]
     got = soups.adapter_deltas(made['uniform'])
-    assert len(got) == 4 * len(TARGETS)                                    # every wrapped module of the 4 layers
+    layers = json.loads((Path(BASE) / 'config.json').read_text())['num_hidden_layers']
+    assert len(got) == layers * len(TARGETS)                               # every wrapped module of every layer
     for mod in got:
         want = sum(d[mod] for d in deltas) / 3                             # computed here, not by the library
         assert torch.allclose(got[mod], want, rtol=1e-5, atol=1e-7), mod
