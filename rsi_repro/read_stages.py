@@ -13,7 +13,7 @@ from . import pair_read as pr
 
 # %% auto #0
 __all__ = ['SHEET', 'KEY', 'answer_rows', 'run_read', 'who_read', 'read_tables', 'pair_read_stage', 'seed_parents',
-           'evaluate_adapter', 'soups_stage']
+           'evaluate_adapter', 'soups_stage', 'report_tables']
 
 # %% ../nbs/52_read_stages.ipynb #c005
 def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> list[dict]:
@@ -189,3 +189,22 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     reads.to_csv(stage_dir / 'reads.csv', index=False)
     return {'parents': parents, 'soups': made, 'weights': weights, 'results': results, 'paired': paired,
             'degeneracy': degenerate, 'reads': reads}
+
+# %% ../nbs/52_read_stages.ipynb #c014
+def report_tables(run_dir: str | Path, pair_read_stage: str = 'pair_read', soups_stage: str = 'soups') -> dict:
+    "{title: table or line} of the pair-read and soups stages' results in `run_dir`."
+    import pandas as pd
+    run_dir, out = Path(run_dir), {}
+    summary = run_dir / pair_read_stage / 'pair_read.summary.json'
+    if summary.exists():
+        s = json.loads(summary.read_text())
+        who = 'SCRIPTED READ (a documented rule, not a person)' if s['annotators'] == [pr.SCRIPTED] else f"read by {', '.join(s['annotators'])}"
+        overall, fams = read_tables({'summary': s})
+        out[f"Blinded pair read: {s['first']} vs {s['second']}, {who}"] = overall
+    elif (run_dir / pair_read_stage / SHEET).exists():
+        out['Blinded pair read'] = f"awaiting labels: {run_dir / pair_read_stage / SHEET}"
+    for title, f in (("Soups: rank and distance from the parents' mean ΔW", 'soup_weights.csv'),
+                     ('Soups: degenerate answers', 'degeneracy.csv'),
+                     ('Soups against each parent, read blind', 'reads.csv')):
+        if (run_dir / soups_stage / f).exists(): out[title] = pd.read_csv(run_dir / soups_stage / f)
+    return out

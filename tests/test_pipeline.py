@@ -111,6 +111,8 @@ def test_pair_read_and_soups_are_written_and_shown(profile_path, first_run):
         assert (prof.run_dir / 'soups' / f).exists(), f
     site = prof.run_dir / 'report/site/stages'
     assert 'SCRIPTED READ' in (site / 'pair_read.html').read_text() and 'rel_error_mean' in (site / 'soups.html').read_text()
+    report = (prof.run_dir / 'report/report.ipynb').read_text()
+    assert 'Blinded pair read: repair vs v6141, SCRIPTED READ' in report and 'distance from the parents' in report
 
 
 def test_second_run_skips_every_stage_in_seconds(profile_path, first_run):
