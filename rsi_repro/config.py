@@ -12,10 +12,11 @@ from typing import Any, Optional, Union, get_args, get_origin, get_type_hints
 import yaml
 
 # %% auto #0
-__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'ProfileError', 'from_dict',
-           'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus', 'SFTStage', 'DPOArm', 'DPOStage',
-           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge',
-           'load_profile', 'to_dict', 'canonical_json', 'fingerprint']
+__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'PAIR_READ_SEED', 'ANNOTATORS',
+           'ProfileError', 'from_dict', 'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus',
+           'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead',
+           'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge', 'load_profile', 'to_dict',
+           'canonical_json', 'fingerprint']
 
 # %% ../nbs/00_config.ipynb #c005
 class ProfileError(ValueError):
@@ -281,6 +282,49 @@ class Rounds:
             if a.warm_start == 'champion' and a.name == champ:
                 raise ProfileError(where, f"{p}.arms[{i}].warm_start", "the champion cannot warm-start from itself")
 
+# %% ../nbs/00_config.ipynb #c014c
+PAIR_READ_SEED = 20261005               # the card's side-swap seed
+ANNOTATORS = ('person', 'scripted')
+
+@dataclass(frozen=True)
+class ReadSettings:
+    "How pairs are chosen and read: every discordant prompt plus a family-stratified sample of concordant ones, up to n."
+    instruments: tuple[str, ...] = ('open_chat',)   # single-turn evaluation sets whose per-prompt outcomes choose the pairs
+    n: int = 40
+    seed: int = PAIR_READ_SEED
+    annotator: str = 'person'            # 'person' (Jupyter or CSV) or 'scripted' (the demo's documented rule)
+    def validate(self, where, p):
+        _one_of(where, f"{p}.annotator", self.annotator, ANNOTATORS); _positive(where, f"{p}.n", self.n)
+        if not self.instruments: raise ProfileError(where, f"{p}.instruments", "name at least one instrument")
+
+@dataclass(frozen=True)
+class PairRead(ReadSettings):
+    "A blinded pair read of two evaluated checkpoints (the card: its candidate against the stage-3 parent, 40 pairs)."
+    first: str = ''                      # the parent or incumbent
+    second: str = ''                     # the candidate
+    def validate(self, where, p):
+        super().validate(where, p)
+        for k in ('first', 'second'):
+            if not getattr(self, k): raise ProfileError(where, f"{p}.{k}", "missing required key")
+        if self.first == self.second: raise ProfileError(where, p, "first and second must be different checkpoints")
+
+@dataclass(frozen=True)
+class Soups:
+    "Same-recipe seeds of one stage trained as arms, averaged three ways, evaluated and read against each parent."
+    stage: str                           # the stage (or arm) whose recipe the seeds rerun: 'repair' is the card's stage 3
+    seeds: tuple[int, ...]               # one arm per seed
+    include_stage: bool = True           # the stage's own adapter is a parent too
+    methods: tuple[str, ...] = ('uniform', 'linear', 'svd')
+    svd_rank: Optional[int] = None       # None: the parents' rank
+    instruments: tuple[str, ...] = ('open_chat',)   # evaluated on every parent and soup
+    read: ReadSettings = field(default_factory=ReadSettings)
+    def validate(self, where, p):
+        if len(set(self.seeds)) != len(self.seeds): raise ProfileError(where, f"{p}.seeds", "duplicate seeds")
+        if len(self.seeds) + self.include_stage < 2: raise ProfileError(where, f"{p}.seeds", "a soup needs at least two parents")
+        _positive(where, f"{p}.svd_rank", self.svd_rank)
+        for m in self.methods: _one_of(where, f"{p}.methods", m, ('uniform', 'linear', 'svd'))
+
+
 # %% ../nbs/00_config.ipynb #c016
 @dataclass(frozen=True)
 class Pools:
@@ -315,6 +359,8 @@ class Profile:
     dpo: Optional[DPOStage] = None
     repair: Optional[RepairStage] = None
     rounds: Optional[Rounds] = None
+    pair_read: Optional[PairRead] = None
+    soups: Optional[Soups] = None
     promotion: dict[str, Any] = field(default_factory=dict)
     evals: dict[str, Any] = field(default_factory=dict)
     path: str = field(default='', compare=False)

@@ -52,7 +52,9 @@ stages:
   - {{name: eval_arms, notebook: eval, needs: [preregister, pools, rounds], params: {{checkpoints: [v741], instruments: [h6]}}}}
   - {{name: decide, notebook: decide, needs: [preregister, eval]}}
   - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
-  - {{name: report, notebook: report, needs: [decide, grid]}}
+  - {{name: pair_read, notebook: pair_read, needs: [eval]}}
+  - {{name: soups, notebook: soups, needs: [repair]}}
+  - {{name: report, notebook: report, needs: [decide, grid, pair_read, soups]}}
 """
 
 @pytest.fixture(scope='module')
@@ -95,6 +97,22 @@ def test_decision_and_grid_are_written(profile_path, first_run):
     assert decision['candidate'] == 'v6141' and decision['incumbent'] == 'repair' and isinstance(decision['promote'], bool)
     assert (prof.run_dir / 'grid/grid_h6.csv').exists()
     assert (prof.run_dir / 'report/site/index.html').exists()
+
+
+def test_pair_read_and_soups_are_written_and_shown(profile_path, first_run):
+    prof = load_profile(profile_path)
+    summary = json.loads((prof.run_dir / 'pair_read/pair_read.summary.json').read_text())
+    assert summary['first'] == 'repair' and summary['second'] == 'v6141' and summary['annotators'] == [
+        'scripted: prefer the answer that passes more checks, else the shorter']
+    assert 'v6141' not in (prof.run_dir / 'pair_read/sheet.csv').read_text()
+    weights = (prof.run_dir / 'soups/soup_weights.csv').read_text()
+    assert weights.splitlines()[0].startswith('soup,method,rank') and 'uniform' in weights and 'svd' in weights
+    for f in ('soups_vs_parents.csv', 'degeneracy.csv', 'reads.csv', 'soups/uniform/training_evidence.json'):
+        assert (prof.run_dir / 'soups' / f).exists(), f
+    site = prof.run_dir / 'report/site/stages'
+    assert 'SCRIPTED READ' in (site / 'pair_read.html').read_text() and 'rel_error_mean' in (site / 'soups.html').read_text()
+    report = (prof.run_dir / 'report/report.ipynb').read_text()
+    assert 'Blinded pair read: repair vs v6141, SCRIPTED READ' in report and 'distance from the parents' in report
 
 
 def test_second_run_skips_every_stage_in_seconds(profile_path, first_run):
