@@ -1,6 +1,6 @@
 """The whole study through the runner, on a smaller run derived from the tiny profile (`extends`):
 every stage executes, a second run skips every stage, --only/--force/--arm behave, the site is built."""
-import json, shutil, subprocess, sys, time
+import hashlib, json, shutil, subprocess, sys, time
 from pathlib import Path
 
 import pytest
@@ -142,3 +142,48 @@ def test_editing_the_sealed_rule_makes_decide_fail(profile_path, first_run):
 def test_unknown_arm_is_refused(profile_path):
     with pytest.raises(KeyError, match="unknown arm"):
         run(profile_path, arms=['v999'], log=lambda *a: None)
+
+
+def outcome_digest(run_dir: Path) -> str:
+    "sha256 over every per-prompt outcome row of a run (which prompts passed, and the answers) and the decision's verdicts."
+    h = hashlib.sha256()
+    for p in sorted(run_dir.glob('eval*/*/*.outcomes.jsonl')):
+        h.update(p.relative_to(run_dir).as_posix().encode())
+        for line in p.read_text().splitlines():
+            row = json.loads(line)
+            h.update(json.dumps({k: row.get(k) for k in ('id', 'checkpoint', 'instrument', 'passed', 'response')}, sort_keys=True).encode())
+    d = json.loads((run_dir / 'decide/decision.json').read_text())
+    h.update(json.dumps({'promote': d['promote'], 'clauses': [(c.get('kind'), c.get('passed')) for c in d.get('clauses', [])]},
+                        sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def test_single_and_double_mixes_are_different_draws(profile_path, first_run):
+    "The doubled mix is a second, independent draw: its own sha256 and about twice the single mix's examples."
+    prof = load_profile(profile_path)
+    mixes = prof.run_dir / 'rounds' / 'mixes' / 'r6'
+    single, double = (json.loads((mixes / f'mix_x{k}.json').read_text()) for k in (1, 2))
+    assert sha256_file(mixes / 'mix_x1.npz') != sha256_file(mixes / 'mix_x2.npz')
+    assert 1.5 * single['examples'] <= double['examples'] <= 2 * single['examples'], (single['examples'], double['examples'])
+    arms = {r['mix']: r['dataset_sha256'] for r in __import__('csv').DictReader(open(prof.run_dir / 'rounds' / 'arms.csv'))}
+    assert arms['single'] != arms['double']
+
+
+def test_the_study_is_not_all_ties(profile_path, first_run):
+    "Stages change which prompts pass: the repair disagrees with the base on some H6 prompts, more often for the better."
+    from rsi_repro.summary import ladder
+    lad = ladder(load_profile(profile_path), instruments=['h6']).set_index('step')
+    base_to_repair = lad.loc['base → repair']
+    assert base_to_repair.fixed + base_to_repair.lost > 0 and base_to_repair.fixed > base_to_repair.lost, base_to_repair
+    assert (lad.fixed + lad.lost).sum() > 0
+
+
+def test_two_runs_from_scratch_agree_prompt_by_prompt(profile_path, first_run):
+    "The same profile run again from scratch (under another run name) gives the same per-prompt outcomes and decision."
+    again = profile_path.with_name(f'{RUN}-again.yaml')
+    again.write_text(SMALL.replace(f"run: {RUN}", f"run: {RUN}-again"))
+    try:
+        run(again, log=lambda *a: None)
+        assert outcome_digest(load_profile(again).run_dir) == outcome_digest(load_profile(profile_path).run_dir)
+    finally:
+        shutil.rmtree(load_profile(again).run_dir, ignore_errors=True); again.unlink(missing_ok=True)
