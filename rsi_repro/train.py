@@ -46,12 +46,15 @@ def lora_config(lora: Lora, architecture: str):
 def _scaling(cfg) -> float:
     return cfg.lora_alpha / (math.sqrt(cfg.r) if cfg.use_rslora else cfg.r)
 
-def load_for_training(model: ModelRef, lora: Lora, architecture: str, warm_start: str | None = None, device: str | None = None):
+def load_for_training(model: ModelRef, lora: Lora, architecture: str, warm_start: str | None = None, device: str | None = None,
+                      seed: int | None = None,  # seeds the new LoRA weights (torch's own start seed differs per process)
+                      ):
     "Base plus a trainable LoRA adapter: fresh, or warm-started from `warm_start` (grown to `lora.r` if larger)."
     import torch
     from peft import PeftModel, get_peft_model, get_peft_model_state_dict
     from transformers import AutoModelForCausalLM
     base = AutoModelForCausalLM.from_pretrained(model.base, revision=model.revision, dtype=getattr(torch, model.dtype))
+    if seed is not None: torch.manual_seed(seed)
     cfg = lora_config(lora, architecture)
     if not warm_start: return get_peft_model(base, cfg)
     check_adapter_base(warm_start, model.base, model.revision)
@@ -201,7 +204,7 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
     data = Dataset.from_dict({'input_ids': mix['input_ids'], 'assistant_masks': mix['assistant_masks']})
     tok = load_tokenizer(replace(model, adapter=None))
     tok.padding_side = 'right'
-    net = load_for_training(model, lora, architecture, warm_start)
+    net = load_for_training(model, lora, architecture, warm_start, seed=seed if seed is not None else optim.seed)
     args = SFTConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps, seed), max_length=optim.seq_len, packing=False,
                      assistant_only_loss=False)   # the masks in the mix already restrict the loss to assistant tokens
     trainer = SFTTrainer(model=net, args=args, train_dataset=data, processing_class=tok)
@@ -219,7 +222,7 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
     if not pairs: raise ValueError(f"{pairs_path}: no preference pairs")
     data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in pairs])
     tok = load_tokenizer(replace(model, adapter=None))
-    net = load_for_training(model, lora, architecture, warm_start)
+    net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)
     args = DPOConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps), beta=beta, loss_type=['sigmoid', 'sft'],
                      loss_weights=[1.0, nll_weight], max_length=optim.seq_len)
     trainer = DPOTrainer(model=net, args=args, train_dataset=data, processing_class=tok)

@@ -149,3 +149,18 @@ def test_nemotron_h_target_set_is_accepted_by_peft():
     kinds = {w.split('.')[-1] for w in wrapped}
     assert kinds == {'q_proj', 'k_proj', 'v_proj', 'o_proj', 'in_proj', 'up_proj', 'down_proj'}
     assert all('shared_experts' in w for w in wrapped if w.split('.')[-1] in ('up_proj', 'down_proj'))
+
+
+def test_a_fresh_adapter_starts_from_the_same_weights_in_every_process():
+    "torch seeds its generator differently in every process; the stage's seed decides the new LoRA weights."
+    import os, subprocess, sys
+    code = ("import hashlib, torch\nstart = torch.initial_seed()\nfrom rsi_repro.config import Lora\n"
+            "from rsi_repro.generate import ModelRef\nfrom rsi_repro.train import load_for_training\n"
+            f"net = load_for_training(ModelRef({str(BASE.base)!r}), Lora(r=8, alpha=16), 'llama', seed=7)\n"
+            "print(hashlib.sha256(b''.join(p.detach().numpy().tobytes() for n, p in sorted(net.named_parameters())"
+            " if 'lora_' in n)).hexdigest(), start)")
+    env = {**os.environ, 'PYTHONPATH': str(ROOT)}
+    runs = [subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env, check=True).stdout.split()
+            for _ in range(2)]
+    assert runs[0][1] != runs[1][1]          # the generator started differently in the two processes ...
+    assert runs[0][0] == runs[1][0]          # ... and the adapter is the same
