@@ -106,7 +106,8 @@ def power_before_grid(n: int,                            # prompts each arm is r
     "What n prompts can resolve at this discordance: SE of a null delta, the minimum detectable delta, power per effect."
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n must be a whole number of prompts >= 1, got {n!r}")
-    mdd = detectable_delta(n, discordance, target_power, alpha)
+    try: mdd = detectable_delta(n, discordance, target_power, alpha)
+    except ValueError: mdd = math.nan                 # too few prompts: no delta reaches the target power
     rows = [{"n": n, "discordance": discordance, "se_null": math.sqrt(discordance / n), "detectable_delta": mdd,
              "delta": d, "power": power(n, d, discordance, alpha), "prompts_needed": prompts_needed(d, discordance, target_power, alpha)}
             for d in effects]
@@ -116,5 +117,8 @@ def power_before_grid(n: int,                            # prompts each arm is r
 def power_sentence(table: pd.DataFrame, target_power: float = 0.8, alpha: float = 0.05) -> str:
     "The `power_before_grid` table in one sentence, for the grid stage to print before it reads results."
     r = table.iloc[0]
+    if math.isnan(r.detectable_delta):
+        return (f"At n = {int(r.n)} prompts and discordance {r.discordance:.2f}, a null delta has SE {r.se_null:.4f}; no delta "
+                f"is detected with power {target_power:.0%} at alpha = {alpha}, even if every discordant prompt is fixed.")
     return (f"At n = {int(r.n)} prompts and discordance {r.discordance:.2f}, a null delta has SE {r.se_null:.4f}; the smallest "
             f"delta detected with power {target_power:.0%} at alpha = {alpha} is {r.detectable_delta:.4f}.")
