@@ -93,14 +93,16 @@ def clean_notebook(nb, root: str | Path | None = None):
 def _skip_exec(nb) -> bool:
     return any(c.cell_type == 'raw' and re.search(r'^skip_exec:\s*true', c.source, re.M) for c in nb.cells)
 
-def execute_page(nb_path: str | Path, timeout: int = 120, cwd: str | Path | None = None):
+def execute_page(nb_path: str | Path, timeout: int = 120, cwd: str | Path | None = None, execute: bool = True):
     "Read a library notebook and execute it (cwd: its folder) within `timeout` seconds per cell; a notebook that fails or is marked `skip_exec` comes back unexecuted with a visible note."
     import nbformat
     from nbformat.v4 import new_markdown_cell
     from nbclient import NotebookClient
     nb_path = Path(nb_path)
     nb = nbformat.read(str(nb_path), as_version=4)
-    if _skip_exec(nb):
+    if not execute:
+        note = "This page is shown unexecuted: the site was built without executing the library notebooks."
+    elif _skip_exec(nb):
         note = "This page is shown unexecuted: the notebook is marked `skip_exec` (it needs a run or a model)."
     else:
         ran = copy.deepcopy(nb)
@@ -216,7 +218,7 @@ def _ladder_section(profile, site: Path, instruments) -> str:
     usable = []
     for inst in instruments:                      # every instrument whose per-prompt outcomes cover the ladder
         try: summary.ladder(profile, [inst]); usable.append(inst)
-        except (FileNotFoundError, KeyError, ValueError): pass
+        except (FileNotFoundError, KeyError, ValueError, TypeError): pass   # not evaluated on the lineage, or not pass/fail
     if not usable: return "<h2 id=ladder>The ladder</h2><p class=muted>No evaluated lineage in this run.</p>"
     lad = summary.ladder_sources(profile, summary.ladder(profile, usable))
     rows = []
@@ -265,6 +267,7 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
     try: g = summary.grid_discordance(run_dir, instrument)
     except FileNotFoundError: return "<h2 id=grid>The grid</h2><p class=muted>No grid in this run.</p>"
     href = copy_source(run_dir / 'grid' / f'grid_{instrument}.csv', site, f'grid/grid_{instrument}.csv')
+    if g.empty: return f"<h2 id=grid>The grid ({instrument})</h2><p class=muted>The grid has no arm besides the champion (<a href='{href}'>grid CSV</a>).</p>"
     img = grid_heatmap(g, site / 'assets' / f'grid_{instrument}.png', instrument)
     rows = [{**r, '_h': href} for r in g.to_dict(orient='records')]
     alt = f"Heatmap of the {instrument} grid: {len(g)} arm(s) against the champion, colour = Δ, annotated fixed/lost"
@@ -339,7 +342,8 @@ def _stage_table(run_dir: Path, rows) -> str:
     return '\n'.join(body + ["</table>"])
 
 def build_site(run_dir: str | Path, out_dir: str | Path, stages: list[str] | None = None, docs_dir: str | Path | None = None,
-               profile=None, execute_library: bool = True, timeout: int = 120, log=lambda *a: None) -> Path:
+               profile=None, execute_library: bool = True, timeout: int = 120, library_glob: str = '[0-9]*.ipynb',
+               log=lambda *a: None) -> Path:
     "Render the run's study summary (with `profile`), every finished stage and the library notebooks in `docs_dir` (executed first) into `out_dir`."
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     root = Path(profile.root) if profile is not None else None
@@ -356,9 +360,9 @@ def build_site(run_dir: str | Path, out_dir: str | Path, stages: list[str] | Non
     docs = []
     if docs_dir:
         (out_dir / 'library').mkdir()
-        for nb_path in sorted(Path(docs_dir).glob('[0-9]*.ipynb')):
+        for nb_path in sorted(Path(docs_dir).glob(library_glob)):
             log(f"library page {nb_path.name}")
-            nb = execute_page(nb_path, timeout) if execute_library else None
+            nb = execute_page(nb_path, timeout, execute=execute_library)
             pg = f"library/{nb_path.stem}.html"
             notebook_html(nb_path, out_dir / pg, nb_path.stem, depth=1, nb=nb, root=root); docs.append((nb_path.stem, pg))
     atomic_write_text(out_dir / 'library.html', page('the library', "<h1>The library</h1><p>One notebook per module: prose, code and its examples, executed.</p><ul>"
@@ -369,23 +373,25 @@ def build_site(run_dir: str | Path, out_dir: str | Path, stages: list[str] | Non
     return out_dir / 'index.html'
 
 # %% ../nbs/92_report.ipynb #c020
-def docs(profile_path: str | Path, out_dir: str | Path | None = None, execute_library: bool = True, timeout: int = 120) -> Path:
+def docs(profile_path: str | Path, out_dir: str | Path | None = None, execute_library: bool = True, timeout: int = 120,
+         library_glob: str = '[0-9]*.ipynb') -> Path:
     "Rebuild a run's site from what its stages left on disk, rerunning none of them (`make docs`)."
     from rsi_repro.config import load_profile
     profile = load_profile(profile_path)
     if not profile.run_dir.exists(): raise FileNotFoundError(f"{profile.run_dir}: no run of {profile_path}; run `rsi-repro run {profile_path}` first")
     stages = [s.name for s in profile.stages if s.name != 'report']
     return build_site(profile.run_dir, Path(out_dir) if out_dir else profile.run_dir / 'report' / 'site', stages=stages,
-                      docs_dir=profile.resolve('nbs'), profile=profile, execute_library=execute_library, timeout=timeout, log=print)
+                      docs_dir=profile.resolve('nbs'), profile=profile, execute_library=execute_library, timeout=timeout,
+                      library_glob=library_glob, log=print)
 
 def main(argv: list[str] | None = None) -> int:
-    "`python -m rsi_repro.report PROFILE [--out DIR] [--no-execute] [--timeout S]`"
+    "`python -m rsi_repro.report PROFILE [--out DIR] [--no-execute] [--timeout S] [--library GLOB]`"
     import argparse
     ap = argparse.ArgumentParser(prog='python -m rsi_repro.report', description=docs.__doc__)
     ap.add_argument('profile'); ap.add_argument('--out'); ap.add_argument('--no-execute', action='store_true')
-    ap.add_argument('--timeout', type=int, default=120)
+    ap.add_argument('--timeout', type=int, default=120); ap.add_argument('--library', default='[0-9]*.ipynb')
     a = ap.parse_args(argv)
-    print(f"open {docs(a.profile, a.out, not a.no_execute, a.timeout)}")
+    print(f"open {docs(a.profile, a.out, not a.no_execute, a.timeout, a.library)}")
     return 0
 
 # %% ../nbs/92_report.ipynb #c030
