@@ -273,7 +273,7 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
     alt = f"Heatmap of the {instrument} grid: {len(g)} arm(s) against the champion, colour = Δ, annotated fixed/lost"
     return (f"<h2 id=grid>The grid ({instrument})</h2><p>Every arm against the champion on the same prompts; "
             f"{int((g.discordant > 0).sum())} of {len(g)} arm(s) differ from the champion on any prompt (<a href='{href}'>grid CSV</a>).</p>"
-            + html_table(rows, {c: '_h' for c in g.columns if c in ('delta', 'fixed', 'lost', 'p', 'se', 'discordant', 'n')}, 'grid')
+            + html_table(rows, {c: '_h' for c in g.columns if c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'fixed/lost', 'p', 'discordant')}, 'grid')
             + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>")
 
 def _card_section(root: Path, site: Path) -> str:
