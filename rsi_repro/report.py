@@ -13,9 +13,9 @@ from .io import atomic_write_text
 from .pipeline import MANIFEST, read_manifest
 
 # %% auto #0
-__all__ = ['directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'relativise', 'clean_notebook', 'execute_page', 'nav',
-           'page', 'offline', 'add_alt', 'notebook_html', 'html_table', 'copy_source', 'grid_heatmap', 'summary_page',
-           'publishable', 'build_site', 'docs', 'main']
+__all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'relativise', 'clean_notebook',
+           'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table', 'copy_source',
+           'grid_heatmap', 'summary_page', 'publishable', 'build_site', 'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -90,6 +90,14 @@ def clean_notebook(nb, root: str | Path | None = None):
     return nb
 
 # %% ../nbs/92_report.ipynb #c008
+TEST_FLAGS = ('notest', 'gpu')       # settings.ini's tst_flags: cells nbdev_test skips
+
+def _not_run(cell) -> bool:
+    "Cells nbdev_test does not run either (`#| eval: false`, `#| notest`, `#| gpu`), and the export cell (rendering must not rewrite the library)."
+    if cell.cell_type != 'code': return False
+    d = directives(cell.source)
+    return d.get('eval', '').lower() == 'false' or any(f in d for f in TEST_FLAGS) or bool(re.search(r'nbdev[_]export\(', cell.source))
+
 def _skip_exec(nb) -> bool:
     return any(c.cell_type == 'raw' and re.search(r'^skip_exec:\s*true', c.source, re.M) for c in nb.cells)
 
@@ -106,12 +114,15 @@ def execute_page(nb_path: str | Path, timeout: int = 120, cwd: str | Path | None
         note = "This page is shown unexecuted: the notebook is marked `skip_exec` (it needs a run or a model)."
     else:
         ran = copy.deepcopy(nb)
+        held = {i: c.source for i, c in enumerate(ran.cells) if _not_run(c)}
+        for i in held: ran.cells[i].source = ''
         try:
             NotebookClient(ran, timeout=timeout, kernel_name='python3',
                            resources={'metadata': {'path': str(cwd or nb_path.parent)}}).execute()
+            for i, src in held.items(): ran.cells[i].source, ran.cells[i].outputs = src, []
             return ran
         except Exception as e:                          # a failure is shown on the page, never hidden
-            first = (str(e).strip().splitlines() or [type(e).__name__])[-1][:300]
+            first = (re.sub(r'\x1b\[[0-9;]*m', '', str(e)).strip().splitlines() or [type(e).__name__])[-1][:300]
             note = f"This page is shown unexecuted: executing it failed ({type(e).__name__}: {first})."
     nb.cells.insert(0, new_markdown_cell(f"> **Note.** {note}", metadata={'tags': ['execution-note']}))
     return nb
