@@ -19,7 +19,6 @@ __all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_h
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
-_HIDING = {'hide', 'exporti', 'default_exp', 'eval'}       # `eval: false` cells are examples not run: hidden too
 _REPR = re.compile(r'\[?(<[^<>\n]*>(,\s*)?)+\]?|Text\(.*\)|\[Text\(.*\)\]', re.S)
 
 def directives(source: str) -> dict[str, str]:
@@ -51,7 +50,7 @@ def is_hidden(cell) -> bool:
     if cell.cell_type == 'raw': return True
     if cell.cell_type != 'code': return False
     d = directives(cell.source)
-    if 'hide' in d or 'exporti' in d or 'default_exp' in d or d.get('eval', '').lower() == 'false' and not cell.get('outputs'): return True
+    if 'hide' in d or 'exporti' in d or 'default_exp' in d: return True
     return is_test_cell(cell.source)
 
 def _bare_repr(output) -> bool:
