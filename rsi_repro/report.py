@@ -267,7 +267,8 @@ def grid_heatmap(grid: pd.DataFrame, out: Path, instrument: str = 'h6') -> Path:
     lim = max(abs(vals).max(), 1e-9)
     ax.imshow(vals, cmap='RdBu', vmin=-lim, vmax=lim, aspect='auto')
     for i, r in enumerate(grid.itertuples()):
-        ax.text(0, i, f"Δ {r.delta:+.3f}\n{r.fixed}/{r.lost}", ha='center', va='center', fontsize=8)
+        ax.text(0, i, f"Δ {r.delta:+.3f}\n{r.fixed}/{r.lost}", ha='center', va='center', fontsize=8,
+                color='white' if abs(r.delta) > 0.6 * lim else 'black')     # legible on the darkest cells too
     ax.set_yticks(range(len(grid)), label); ax.set_xticks([0], [f"{instrument}: Δ vs champion"])
     fig.tight_layout(); out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=110); plt.close(fig)
     return out
