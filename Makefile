@@ -8,7 +8,7 @@ PROFILE ?= configs/tiny.yaml
 TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 
-.PHONY: install demo test test-nbs test-py export clean-outputs bench
+.PHONY: install demo docs test test-nbs test-py export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -21,6 +21,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/rsi-repro run $(PROFILE)
+
+# The results site of the profile's run, rebuilt from what its stages left on disk (no stage reruns).
+docs: $(STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m rsi_repro.report $(PROFILE)
 
 test: test-nbs test-py
 

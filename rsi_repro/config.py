@@ -16,7 +16,7 @@ __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLIC
            'ProfileError', 'from_dict', 'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus',
            'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead',
            'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge', 'load_profile', 'to_dict',
-           'canonical_json', 'fingerprint']
+           'canonical_json', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c005
 class ProfileError(ValueError):
@@ -464,3 +464,11 @@ def canonical_json(obj) -> str:
 def fingerprint(obj) -> str:
     "sha256 of the canonical JSON of a settings object."
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+# %% ../nbs/00_config.ipynb #c027
+def rooted(*paths: str | Path) -> str | list[str]:
+    "Each path resolved from the project root (found from the working folder upward, else from this package's checkout); absolute paths unchanged."
+    root = project_root(Path.cwd())
+    if not (root / 'settings.ini').exists(): root = project_root(Path(__import__('rsi_repro').__file__).parent)
+    out = [str(p) if Path(p).is_absolute() else str(root / p) for p in paths]
+    return out[0] if len(out) == 1 else out

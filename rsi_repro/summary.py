@@ -4,19 +4,22 @@
 
 # %% ../nbs/93_summary.ipynb #c002
 from __future__ import annotations
-import json
+import json, platform, subprocess
+from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
 from .config import Profile
-from .evaluate import find_outcomes, parent_of
+from .evaluate import find_outcomes, parent_of, result_paths
+from .io import sha256_file
 from .stats import paired
 
 # %% auto #0
 __all__ = ['lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'grid_discordance', 'read_decision',
-           'study_summary']
+           'study_summary', 'outcomes_file', 'ladder_sources', 'provenance', 'extra_tables']
 
 # %% ../nbs/93_summary.ipynb #c004
 def lineage(profile: Profile, checkpoint: str | None = None) -> list[str]:
@@ -92,4 +95,47 @@ def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'
         out['grid'] = g.to_dict(orient='records')
         out['grid_cells_with_discordance'] = int((g.discordant > 0).sum())
     if (profile.run_dir / 'decide' / 'decision.json').exists(): out['decision'] = read_decision(profile.run_dir)
+    out['provenance'] = provenance(profile)
     return out
+
+# %% ../nbs/93_summary.ipynb #c011
+def outcomes_file(run_dir: str | Path, checkpoint: str, instrument: str, stages: Sequence[str] = ('eval', 'eval_arms')) -> Path:
+    "The per-prompt outcomes file `find_outcomes` reads for a checkpoint: what every number of the ladder is computed from."
+    for stage in stages:
+        path = result_paths(Path(run_dir) / stage, checkpoint, instrument)['outcomes']
+        if path.exists(): return path
+    raise FileNotFoundError(f"no {instrument} outcomes for {checkpoint} in {', '.join(str(Path(run_dir) / s) for s in stages)}")
+
+def ladder_sources(profile: Profile, lad: pd.DataFrame, stages: Sequence[str] = ('eval', 'eval_arms')) -> pd.DataFrame:
+    "The ladder with, per row, the run-relative paths of the two outcomes files it pairs (`parent_file`, `file`)."
+    rel = lambda ck, inst: outcomes_file(profile.run_dir, ck, inst, stages).relative_to(profile.run_dir).as_posix()
+    return lad.assign(parent_file=[rel(r.parent, r.instrument) for r in lad.itertuples()],
+                      file=[rel(r.checkpoint, r.instrument) for r in lad.itertuples()])
+
+# %% ../nbs/93_summary.ipynb #c014
+def _git(root: Path, *args: str) -> str | None:
+    try: r = subprocess.run(['git', '-C', str(root), *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError): return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+def provenance(profile: Profile, packages: Sequence[str] = ('rsi_repro', 'torch', 'transformers', 'peft', 'trl', 'papermill', 'nbconvert', 'pandas')) -> dict:
+    "Where a run's results come from: the profile (path and sha256), the git commit and whether the tree was dirty, package versions, machine, date."
+    root = Path(profile.root)
+    commit = _git(root, 'rev-parse', 'HEAD')
+    status = _git(root, 'status', '--porcelain', '--untracked-files=no') if commit else None
+    versions = {}
+    for p in packages:
+        try: versions[p] = metadata.version(p)
+        except metadata.PackageNotFoundError: versions[p] = 'not installed'
+    path = Path(profile.path)
+    return {'profile': str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path),
+            'profile_sha256': sha256_file(path),
+            'git_commit': commit or 'not a git checkout', 'git_dirty': bool(status) if commit else None,
+            'python': platform.python_version(), 'packages': versions,
+            'machine': f"{platform.node()} ({platform.platform()}, {platform.machine()})",
+            'date': datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}
+
+def extra_tables(run_dir: str | Path, stages: Sequence[str] = ('pair_read', 'soups')) -> dict[str, list[Path]]:
+    "The CSV tables of the optional stages a run has (a newer run may hold a pair read and soups); absent stages are left out."
+    out = {s: sorted((Path(run_dir) / s).glob('*.csv')) for s in stages}
+    return {s: ps for s, ps in out.items() if ps}

@@ -54,7 +54,7 @@ stages:
   - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
   - {{name: pair_read, notebook: pair_read, needs: [eval]}}
   - {{name: soups, notebook: soups, needs: [repair]}}
-  - {{name: report, notebook: report, needs: [decide, grid, pair_read, soups]}}
+  - {{name: report, notebook: report, needs: [decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
 """
 
 @pytest.fixture(scope='module')
@@ -187,3 +187,143 @@ def test_two_runs_from_scratch_agree_prompt_by_prompt(profile_path, first_run):
         assert outcome_digest(load_profile(again).run_dir) == outcome_digest(load_profile(profile_path).run_dir)
     finally:
         shutil.rmtree(load_profile(again).run_dir, ignore_errors=True); again.unlink(missing_ok=True)
+
+# --- the results site the report stage built (and `make docs` rebuilds), read as a reader and as a browser would ---
+import html as _html, os, re, stat
+from html.parser import HTMLParser
+
+
+class _Tags(HTMLParser):
+    "Every start tag with its attributes, and the text of the page."
+    def __init__(self):
+        super().__init__(); self.tags, self.text = [], []
+    def handle_starttag(self, tag, attrs): self.tags.append((tag, dict(attrs)))
+    def handle_data(self, data): self.text.append(data)
+
+
+def _parse(text):
+    p = _Tags(); p.feed(text); return p
+
+
+@pytest.fixture(scope='module')
+def site(profile_path, first_run):
+    return load_profile(profile_path).run_dir / 'report' / 'site'
+
+
+def test_front_page_states_decision_grid_and_provenance(profile_path, site):
+    prof = load_profile(profile_path)
+    front = (site / 'index.html').read_text()
+    decision = json.loads((prof.run_dir / 'decide/decision.json').read_text())
+    assert 'id=decision' in front and ('do not promote' if not decision['promote'] else '>promote<') in front
+    assert f"<b>{decision['candidate']}</b>" in front and f"<b>{decision['incumbent']}</b>" in front
+    assert "<table class='grid'>" in front and "<table class='ladder'>" in front and "<table class='card-counts'>" in front
+    assert '<section id=provenance>' in front and 'profile sha256' in front
+    assert sha256_file(profile_path) in front                                   # the real digest, not a placeholder
+    assert re.search(r'git commit</th><td><code>([0-9a-f]{40}|not a git checkout)</code>', front)
+    for arm in __import__('pandas').read_csv(prof.run_dir / 'grid/grid_h6.csv')['cell']:
+        assert f"<td>{arm}</td>" in front
+
+
+def test_every_link_resolves_inside_the_site_and_numbers_link_to_their_files(site):
+    for page in site.rglob('*.html'):
+        for tag, a in _parse(page.read_text()).tags:
+            ref = a.get('href') or a.get('src') or ''
+            if not ref or ref.startswith(('data:', '#', 'mailto:')): continue
+            if re.match(r'(https?:)?//', ref):                              # a reader's link out is fine; a resource is not
+                assert tag == 'a', f"{page.relative_to(site)}: external {tag} {ref}"; continue
+            assert (page.parent / ref.split('#')[0]).resolve().is_file(), f"{page.relative_to(site)}: broken link {ref}"
+    front = (site / 'index.html').read_text()
+    for f in ['data/decide/decision.json', 'data/grid/grid_h6.csv', 'data/eval/v6141/h6.outcomes.jsonl']:
+        assert f"href='{f}'" in front and (site / f).is_file()
+
+
+def test_site_is_offline_and_publishable(site):
+    for page in site.rglob('*.html'):
+        text = page.read_text()
+        for tag, a in _parse(text).tags:
+            if tag in ('script', 'link', 'img', 'iframe', 'source', 'embed'):
+                for k in ('src', 'href'):
+                    assert not re.match(r'\s*(https?:)?//', a.get(k) or ''), f"{page.relative_to(site)}: {tag} {k}={a[k]}"
+        assert not re.search(r'@import|@font-face|url\(\s*["\']?(https?:)?//', text), page
+        assert '<script' not in text, page
+    for p in [site, *site.rglob('*')]:
+        assert stat.S_IMODE(p.stat().st_mode) == (0o755 if p.is_dir() else 0o644), p
+
+
+def test_pages_are_for_readers(profile_path, site):
+    root = str(load_profile(profile_path).root)
+    grid = (site / 'stages/grid.html').read_text()
+    assert ''.join(_parse(grid).text).count('stage_dir =') == 1 and root not in grid     # one parameters cell, no builder paths
+    for page in [*site.glob('stages/*.html'), *site.glob('library/*.html')]:
+        text = page.read_text()
+        assert "href='../index.html'" in text and "href='../stages.html'" in text and "href='../library.html'" in text, page
+        assert not re.search(r'&lt;(Axes|Figure)\b', text) and '#| export' not in text and 'nbdev_export()' not in text, page
+        for tag, a in _parse(text).tags:
+            if tag == 'img': assert a.get('alt') and 'No description' not in a['alt'], page
+    audit = ''.join(_parse((site / 'library/22_card_audit.html').read_text()).text)   # executed: its example tables are there
+    assert 'does not follow' in audit and 'shown unexecuted' not in audit
+    from rsi_repro.report import is_test_cell
+    import nbformat
+    tests_only = [c.source.strip() for c in nbformat.read(ROOT / 'nbs/22_card_audit.ipynb', as_version=4).cells
+                  if c.cell_type == 'code' and is_test_cell(c.source) and len(c.source.strip()) > 30]
+    assert tests_only and not [t for t in tests_only if t in audit]                  # the test-only cells are not on the page
+
+
+def test_papermill_stage_creates_a_new_stage_folder(profile_path, first_run, tmp_path):
+    prof = load_profile(profile_path)
+    new = tmp_path / 'NEW'
+    r = subprocess.run([sys.executable, '-m', 'papermill', 'nbs/stages/grid.ipynb', str(tmp_path / 'out.ipynb'),
+                        '-p', 'profile_path', str(profile_path), '-p', 'run_dir', str(prof.run_dir), '-p', 'stage_dir', str(new),
+                        '-y', 'eval_stages: [eval_arms, eval]'], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (new / 'grid_h6.csv').exists()
+
+
+CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
+SHOTS = ROOT / 'outputs' / 'test-screenshots'
+
+
+def _chromium(args, user_dir):
+    cmd = [CHROMIUM, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+           f'--user-data-dir={user_dir}', '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost', *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it)")
+@pytest.mark.parametrize('page,table', [('index.html', 'grid'), ('stages/grid.html', None)])
+def test_chromium_renders_the_site_offline(site, tmp_path, page, table):
+    "A browser with the network blocked opens the page from disk: its tables and images are in the rendered DOM, and a screenshot is kept."
+    url = (site / page).resolve().as_uri()
+    dom = _chromium(['--dump-dom', url], tmp_path / 'profile-dom')
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    tags = _parse(dom.stdout).tags
+    tables = [a for t, a in tags if t == 'table']
+    imgs = [a for t, a in tags if t == 'img']
+    assert tables and imgs, f"{page}: {len(tables)} tables, {len(imgs)} images in the rendered DOM"
+    if table: assert any(a.get('class') == table for a in tables)
+    for a in imgs:
+        src = a['src']
+        assert src.startswith('data:image/') or (site / page).parent.joinpath(src).is_file(), src
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / (page.replace('/', '_').replace('.html', '.png'))
+    r = _chromium([f'--screenshot={shot}', '--window-size=1280,2400', '--hide-scrollbars', url], tmp_path / 'profile-shot')
+    assert r.returncode == 0 and shot.is_file(), r.stderr[-2000:]
+    import matplotlib.image as mpimg
+    pixels = mpimg.imread(shot)
+    assert pixels.std() > 0.01, f"{shot}: a blank screenshot"                    # something was drawn
+
+
+def test_docs_rebuilds_the_site_without_rerunning_stages(profile_path, first_run, tmp_path):
+    "`make docs` runs `python -m rsi_repro.report PROFILE`: the same front page from what the stages left; no manifest is rewritten."
+    prof = load_profile(profile_path)
+    manifests = [m for s in prof.stages if (m := prof.run_dir / s.name / 'manifest.json').exists()]
+    before = {m: m.stat().st_mtime_ns for m in manifests}
+    r = subprocess.run([sys.executable, '-m', 'rsi_repro.report', str(profile_path), '--out', str(tmp_path / 'site'), '--no-execute',
+                        '--library', '22_*.ipynb'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    front = (tmp_path / 'site/index.html').read_text()
+    assert 'id=decision' in front and '<section id=provenance>' in front and (tmp_path / 'site/data/decide/decision.json').is_file()
+    assert 'shown unexecuted' in (tmp_path / 'site/library/22_card_audit.html').read_text()     # --no-execute says so on the page
+    assert len(manifests) >= len(prof.stages) - 1 and {m: m.stat().st_mtime_ns for m in manifests} == before
