@@ -16,8 +16,8 @@ from .config import Band, Corpus
 from .io import DataError, iter_jsonl, sha256_file
 
 # %% auto #0
-__all__ = ['CorpusError', 'check_disjoint', 'load_corpus_dataset', 'read_band', 'chat_messages', 'PreferencePair', 'binarize',
-           'MixStats', 'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
+__all__ = ['BATCH_ROWS', 'CorpusError', 'check_disjoint', 'load_corpus_dataset', 'iter_band', 'read_band', 'chat_messages',
+           'PreferencePair', 'binarize', 'MixStats', 'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
 
 # %% ../nbs/30_corpora.ipynb #c005
 class CorpusError(DataError):
@@ -29,12 +29,30 @@ def check_disjoint(bands: Sequence[Band], corpus: str = '?') -> None:
     for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
         if b0 < a1: raise CorpusError(f"corpus {corpus}: bands [{a0}, {a1}) and [{b0}, {b1}) overlap (rows {b0}..{min(a1, b1) - 1} would be seen twice)")
 
-def _local_rows(path: Path) -> Iterator[dict]:
+BATCH_ROWS = 4096   # rows per batch read from a dataset or a file
+
+def _tagged(rows: Sequence[dict], first: int) -> list[dict]:
+    return [{**r, '_row': first + j} for j, r in enumerate(rows)]
+
+def _file_batches(path: Path, start: int, stop: int, size: int) -> Iterator[list[dict]]:
+    "Rows [start, stop) of a local JSONL or parquet file, in batches; returns how many rows it saw (at most `stop`)."
+    seen = 0
     if path.suffix == '.parquet':
-        import pandas as pd
-        yield from pd.read_parquet(path).to_dict('records')
-    else:
-        for _, row in iter_jsonl(path): yield row
+        import pyarrow.parquet as pq
+        for rb in pq.ParquetFile(path).iter_batches(batch_size=size):
+            lo, hi = max(start - seen, 0), min(stop - seen, rb.num_rows)
+            if hi > lo: yield _tagged(rb.slice(lo, hi - lo).to_pylist(), seen + lo)
+            seen += hi                       # hi > 0: the loop stops once `stop` rows are seen
+            if seen >= stop: break
+        return seen
+    batch = []
+    for _, row in iter_jsonl(path):
+        if seen >= stop: break
+        if seen >= start: batch.append({**row, '_row': seen})
+        seen += 1
+        if len(batch) == size: yield batch; batch = []
+    if batch: yield batch
+    return seen
 
 def load_corpus_dataset(corpus: Corpus, local: Path | None = None):
     "The corpus's `datasets` split: a local dataset folder when `local` is one, else the hub id; by config and split."
@@ -46,25 +64,33 @@ def load_corpus_dataset(corpus: Corpus, local: Path | None = None):
         msg = " ".join(str(e).split())   # datasets' message lists the configs or splits there are
         raise CorpusError(f"corpus {corpus.name} ({corpus.source}): config {corpus.config!r}, split {corpus.split!r}: {msg}") from None
 
-def read_band(corpus: Corpus, band: Band, root: str | Path = '.') -> list[dict]:
-    "Rows [band.start, band.stop) of a corpus (a local JSONL/parquet file, a local dataset folder or a hub id), each tagged with its row index."
+def _dataset_batches(ds, start: int, stop: int, size: int) -> Iterator[list[dict]]:
+    "Rows [start, stop) of a `datasets` table, one slice (columns) at a time, as row dicts."
+    for a in range(start, stop, size):
+        cols = ds[a:min(a + size, stop)]
+        yield _tagged([dict(zip(cols, vals)) for vals in zip(*cols.values())], a)
+
+def _past_end(corpus: Corpus, band: Band, rows: int) -> CorpusError:
+    return CorpusError(f"corpus {corpus.name} ({corpus.source}): band [{band.start}, {band.stop}) asks for rows past its end "
+                       f"(it has {rows})")
+
+def iter_band(corpus: Corpus, band: Band, root: str | Path = '.', batch_rows: int = BATCH_ROWS) -> Iterator[list[dict]]:
+    "Rows [band.start, band.stop) of a corpus in batches of up to `batch_rows`, each row tagged with its index (`_row`)."
     local = Path(root) / corpus.source
     if local.is_file():
         if corpus.config is not None:
             raise CorpusError(f"corpus {corpus.name} ({corpus.source}): config {corpus.config!r} is set, but the source is a "
                               "plain file, which has no configs; remove config or name a dataset")
-        rows = []
-        for i, row in enumerate(_local_rows(local)):
-            if i >= band.stop: break
-            if i >= band.start: rows.append({**row, '_row': i})
+        seen = yield from _file_batches(local, band.start, band.stop, batch_rows)
+        if seen < band.stop: raise _past_end(corpus, band, seen)
     else:
         ds = load_corpus_dataset(corpus, local)
-        stop = min(band.stop, len(ds))
-        rows = [{**ds[i], '_row': i} for i in range(band.start, stop)]
-    if len(rows) < band.stop - band.start:
-        raise CorpusError(f"corpus {corpus.name} ({corpus.source}): band [{band.start}, {band.stop}) asks for rows past its end "
-                          f"(it has {band.start + len(rows)})")
-    return rows
+        if band.stop > len(ds): raise _past_end(corpus, band, len(ds))
+        yield from _dataset_batches(ds, band.start, band.stop, batch_rows)
+
+def read_band(corpus: Corpus, band: Band, root: str | Path = '.') -> list[dict]:
+    "Rows [band.start, band.stop) of a corpus (a local JSONL/parquet file, a local dataset folder or a hub id), each tagged with its row index."
+    return [row for batch in iter_band(corpus, band, root) for row in batch]
 
 # %% ../nbs/30_corpora.ipynb #c007
 _SHAREGPT_ROLES = {'human': 'user', 'user': 'user', 'gpt': 'assistant', 'assistant': 'assistant', 'system': 'system'}
