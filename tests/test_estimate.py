@@ -1,0 +1,176 @@
+"""`rsi-repro estimate`: tokens follow the profile's sizes and the mean lengths, hours follow the rates, every rate names its
+file, and a missing rate stops the command with the keys it lacks."""
+import contextlib
+import io
+import json
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from rsi_repro.cli import main
+from rsi_repro.config import load_profile
+from rsi_repro.estimate import RATE_LOCATIONS, rate_keys, read_rates
+
+ROOT = Path(__file__).resolve().parents[1]
+NEMOTRON = ROOT / 'configs' / 'nemotron.yaml'
+RESULTS = ROOT / 'benchmarks' / 'results'
+ROW_RATES = ('cpu.corpus_load_cold', 'cpu.banding', 'cpu.binarising')
+
+
+def cli(*argv):
+    "(exit code, stdout, stderr) of `rsi-repro ARGV`."
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err): code = main(list(map(str, argv)))
+    return code, out.getvalue(), err.getvalue()
+
+
+def write_rates(folder: Path, values: dict, name: str = 'rates.json') -> Path:
+    "A results file declaring `values` ({key: value}) in its `rates` section."
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps({'rates': {k: {'value': v, 'unit': 'rows per CPU second' if k in ROW_RATES else 'tokens/s',
+                                                         'what': 'test'} for k, v in values.items()}}))
+    return folder
+
+
+def all_rates(value: float = 1000.0) -> dict:
+    "Every rate the nemotron profile needs at its own shape, all `value`."
+    return {k: value for k in rate_keys(load_profile(NEMOTRON), 'nemotron_h-30b-a3b').values()}
+
+
+@pytest.fixture
+def profiles():
+    "Write a profile that extends nemotron.yaml with overrides, inside the project (its files resolve from the root)."
+    d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
+    made = []
+    def make(body: str) -> Path:
+        p = d / f"estimate-{uuid.uuid4().hex[:8]}.yaml"
+        p.write_text(f"extends: ../../configs/nemotron.yaml\n{body}"); made.append(p)
+        return p
+    yield make
+    for p in made: p.unlink(missing_ok=True)
+
+
+def estimate_json(tmp_path, profile, *extra) -> dict:
+    out = tmp_path / f"est-{uuid.uuid4().hex[:6]}.json"
+    code, _, err = cli('estimate', profile, '--json', out, *extra)
+    assert code == 0, err
+    return json.loads(out.read_text())
+
+
+def tokens(j, stage, kind, part=None):
+    return sum(l['tokens'] for l in j['lines'] if l['stage'] == stage and l['kind'] == kind and part in (None, l['part']))
+
+
+def hours(j, stage, kind, col):
+    return sum(l['hours'][col] for l in j['lines'] if l['stage'] == stage and l['kind'] == kind)
+
+
+def test_every_known_rate_location_resolves_in_the_results_folder():
+    rates = read_rates(RESULTS)   # raises if a results file no longer has a number where RATE_LOCATIONS says
+    for key, (name, path, _, _) in RATE_LOCATIONS.items():
+        if (RESULTS / name).exists():
+            assert rates[key].value > 0 and Path(rates[key].file).name == name and rates[key].path == path
+
+
+def test_a_missing_rate_stops_the_command_and_names_every_missing_key(tmp_path):
+    rates = write_rates(tmp_path / 'r', {k: v for k, v in all_rates().items() if not k.startswith('train.')})
+    code, out, err = cli('estimate', NEMOTRON, '--rates', rates)
+    assert code == 2 and out == ''
+    assert 'no measured rate for 2 kind(s) of work in ' + str(rates) in err
+    assert 'train.dpo.nemotron_h-30b-a3b' in err and 'train.sft.nemotron_h-30b-a3b' in err
+
+
+def test_partial_marks_the_missing_cells_and_totals(tmp_path):
+    rates = write_rates(tmp_path / 'r', {k: v for k, v in all_rates().items() if k != 'train.dpo.nemotron_h-30b-a3b'})
+    code, out, _ = cli('estimate', NEMOTRON, '--rates', rates, '--partial')
+    assert code == 0
+    total = next(l for l in out.splitlines() if l.startswith('total'))
+    assert 'no rate' in total and 'Incomplete: no rate for train.dpo.nemotron_h-30b-a3b' in out
+
+
+def test_a_complete_estimate_names_each_rate_file_and_sums_to_its_totals(tmp_path):
+    rates = write_rates(tmp_path / 'r', all_rates())
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', rates)
+    assert j['missing'] == [] and j['rate_shape'] == j['base_shape'] == 'nemotron_h-30b-a3b'
+    assert {Path(r['file']).name for r in j['rates'].values()} == {'rates.json'}
+    for col in ('hf', 'vllm', 'cpu'):
+        assert j['totals'][col] == pytest.approx(sum(l['hours'][col] for l in j['lines'] if col in l['hours']))
+    # every generated and trained token at 1,000 tokens/s
+    gpu = sum(l['tokens'] for l in j['lines'] if l['kind'] == 'generate' or l['kind'].startswith('train.'))
+    assert j['totals']['hf'] == pytest.approx(gpu / 1000 / 3600)
+
+
+def test_doubling_a_pool_doubles_that_stages_sampling_and_nothing_else(tmp_path, profiles):
+    rates = write_rates(tmp_path / 'r', all_rates())
+    base = estimate_json(tmp_path, NEMOTRON, '--rates', rates)
+    big = estimate_json(tmp_path, profiles("pools: {rounds: {r5: 4000, r6: 16000}}\n"), '--rates', rates)
+    assert tokens(big, 'rounds', 'generate') == 2 * tokens(base, 'rounds', 'generate') == 2 * 8000 * 8 * 2 * 285.4
+    assert hours(big, 'rounds', 'generate', 'vllm') == pytest.approx(2 * hours(base, 'rounds', 'generate', 'vllm'))
+    for stage in ('repair', 'eval', 'eval_arms', 'soups'):
+        assert tokens(big, stage, 'generate') == tokens(base, stage, 'generate')
+
+
+def test_steps_k_and_bands_scale_what_they_should(tmp_path, profiles):
+    rates = write_rates(tmp_path / 'r', all_rates())
+    base = estimate_json(tmp_path, NEMOTRON, '--rates', rates)
+    steps = estimate_json(tmp_path, profiles("repair: {optim: {steps: 438}}\n"), '--rates', rates)
+    assert tokens(steps, 'repair', 'train.sft') == 2 * tokens(base, 'repair', 'train.sft') == 438 * 48 * 6.3e6 / (400 * 48)
+    assert tokens(steps, 'soups', 'train.sft') == 2 * tokens(base, 'soups', 'train.sft')   # the seeds rerun stage 3's recipe
+    k = estimate_json(tmp_path, profiles("repair: {sampling: {k: 16}}\n"), '--rates', rates)
+    assert tokens(k, 'repair', 'generate', 'sampling r5') == 2 * tokens(base, 'repair', 'generate', 'sampling r5')
+    dpo = estimate_json(tmp_path, profiles("dpo: {corpus: {bands: [{start: 0, stop: 30000}]}}\n"), '--rates', rates)
+    assert tokens(dpo, 'dpo', 'train.dpo') == tokens(base, 'dpo', 'train.dpo') / 2
+
+
+def test_halving_a_rate_doubles_its_hours_and_only_those(tmp_path):
+    fast = estimate_json(tmp_path, NEMOTRON, '--rates', write_rates(tmp_path / 'a', all_rates()))
+    slow = estimate_json(tmp_path, NEMOTRON, '--rates', write_rates(tmp_path / 'b', {**all_rates(), 'train.sft.nemotron_h-30b-a3b': 500.0}))
+    assert hours(slow, 'sft', 'train.sft', 'hf') == pytest.approx(2 * hours(fast, 'sft', 'train.sft', 'hf'))
+    assert hours(slow, 'dpo', 'train.dpo', 'hf') == pytest.approx(hours(fast, 'dpo', 'train.dpo', 'hf'))
+    assert hours(slow, 'eval', 'generate', 'vllm') == pytest.approx(hours(fast, 'eval', 'generate', 'vllm'))
+
+
+def test_a_runs_generated_rows_and_evidence_set_the_lengths(tmp_path):
+    run = tmp_path / 'run'
+    shard = run / 'eval' / 'base' / 'generations' / 'id0' / 'h6' / 'plan-0'; shard.mkdir(parents=True)
+    (shard / 'shard-00000.jsonl').write_text(''.join(json.dumps({'id': str(i), 'new_tokens': t}) + '\n' for i, t in enumerate([50, 150])))
+    ev = run / 'sft' / 'epoch0' / 'adapter'; ev.mkdir(parents=True)
+    (ev / 'training_evidence.json').write_text(json.dumps({'tag': 'sft-epoch0', 'steps': 10, 'effective_batch': 4,
+                                                          'training_tokens': 24_000, 'seed': 1, 'dataset_sha256': 'x'}))
+    rates = write_rates(tmp_path / 'r', all_rates())
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', rates, '--run', run)
+    assert j['lengths']['h6']['tokens'] == 100.0 and str(run) in j['lengths']['h6']['source']
+    assert j['lengths']['sft_example'] == {'tokens': 600.0, 'source': j['lengths']['sft_example']['source'], 'bound': False}
+    h6 = [l for l in j['lines'] if l['stage'] == 'eval' and l['what'].startswith('h6 ')]
+    assert [l['tokens'] for l in h6] == [1600 * 100.0] * 6
+    assert tokens(j, 'sft', 'train.sft') == 3 * 240_000 * 600.0
+    # a length given by hand wins over the run's
+    j2 = estimate_json(tmp_path, NEMOTRON, '--rates', rates, '--run', run, '--mean-tokens', 'h6=10')
+    assert j2['lengths']['h6'] == {'tokens': 10.0, 'source': 'given on the command line', 'bound': False}
+
+
+def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
+    folder = tmp_path / 'results'
+    shutil.copytree(RESULTS, folder)
+    q = 'qwen3_moe-30b-a3b'
+    write_rates(folder, {f'train.sft.{q}': 4884.0, f'train.dpo.{q}': 2000.0, **{k: 1e5 for k in all_rates() if k.startswith('cpu.')}},
+                name='train_fast.json')
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
+    assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
+    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_fast.json'
+    assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'vllm_gpu.json'
+    assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 11544.0
+    assert hours(j, 'rounds', 'generate', 'vllm') == pytest.approx(8000 * 8 * 2 * 285.4 / 11544.0 / 3600)
+    code, out, _ = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
+    assert code == 0 and 'a stand-in, not the base' in out and 'train_fast.json: rates.train.sft.qwen3_moe-30b-a3b' in out
+
+
+def test_a_rate_in_the_wrong_unit_is_refused(tmp_path):
+    rates = all_rates()
+    folder = write_rates(tmp_path / 'r', rates)
+    data = json.loads((folder / 'rates.json').read_text()); data['rates']['cpu.banding']['unit'] = 'tokens/s'
+    (folder / 'rates.json').write_text(json.dumps(data))
+    code, _, err = cli('estimate', NEMOTRON, '--rates', folder)
+    assert code == 2 and "rate 'cpu.banding'" in err and 'needs rows per second' in err
