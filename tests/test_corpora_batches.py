@@ -75,3 +75,18 @@ def test_a_band_past_a_file_end_names_the_rows_it_has(tmp_path, name):
     for band in (Band(8, 12), Band(11, 12)):
         with pytest.raises(CorpusError, match=rf"corpus c .*band \[{band.start}, 12\) asks for rows past its end \(it has 10\)"):
             read_band(Corpus("c", str(tmp_path / name)), band)
+
+
+def test_read_band_leaves_the_garbage_collector_as_it_found_it(dataset_folder):
+    import gc
+    corpus = Corpus("tulu", str(dataset_folder))
+    assert gc.isenabled()
+    assert len(read_band(corpus, Band(0, 10))) == 10 and gc.isenabled()
+    with pytest.raises(CorpusError): read_band(corpus, Band(0, 10_001))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        read_band(corpus, Band(0, 10))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
