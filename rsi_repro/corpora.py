@@ -91,7 +91,7 @@ def iter_band(corpus: Corpus, band: Band, root: str | Path = '.', batch_rows: in
 
 @contextmanager
 def _gc_paused():
-    "The cyclic garbage collector paused (and restored as it was): rows are acyclic, and with 100k of them alive its passes cost more than the read."
+    "The cyclic garbage collector paused, then restored as it was (rows hold no reference cycles)."
     was = gc.isenabled(); gc.disable()
     try: yield
     finally:
