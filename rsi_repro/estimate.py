@@ -454,9 +454,14 @@ def estimate(profile: Profile,
     return Estimate(str(profile.path), profile.base.name_or_path, base_shape, rate_shape, tuple(lines), keys,
                     {k: rates[k] for k in keys.values() if k in rates}, {k: lengths[k] for k in sorted(used)}, tuple(missing), str(rates_dir))
 
+def _shown(path) -> str:
+    "A path as a reader in the working folder would type it."
+    p = Path(path).resolve()
+    return str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(path)
+
 def missing_message(missing: Sequence[str], rates: Mapping[str, Rate], rates_dir) -> str:
     "Which rates are missing, where the estimate looked, and the rates of the same kind that are there."
-    lines = [f"no measured rate for {len(missing)} kind(s) of work in {rates_dir}/*.json:"]
+    lines = [f"no measured rate for {len(missing)} kind(s) of work in {_shown(rates_dir)}/*.json:"]
     for k in missing:
         kind = '.'.join(k.split('.')[:2]) if not k.startswith('cpu.') else k
         near = sorted(r for r in rates if r.startswith(kind + '.') or r == kind)
@@ -474,7 +479,8 @@ def _tok(x: Optional[float], bound: bool = False) -> str:
 
 def _hours(x: Optional[float], bound: bool = False) -> str:
     if x is None: return 'no rate'
-    return ('<=' if bound else '') + ('<0.01' if 0 < x < 0.005 else f"{x:,.2f}")
+    if 0 < x < 0.005: return '<0.01'
+    return ('<=' if bound else '') + f"{x:,.2f}"
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
     w = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -494,7 +500,9 @@ def gpu_rows(est: Estimate, detail: bool = False) -> list[list[str]]:
     "stage, part, generated tokens, trained tokens, GPU-hours with HF and with vLLM generation, and the work, per stage and part."
     gpu = [l for l in est.lines if 'cpu' not in l.hours]
     rows = []
-    for stage, part, ls in [*_groups(gpu, detail), ('total', '', gpu)]:
+    totals = [('total', 'generation', [l for l in gpu if l.work.kind == 'generate']),
+              ('total', 'training', [l for l in gpu if l.work.kind != 'generate']), ('total', '', gpu)]
+    for stage, part, ls in [*_groups(gpu, detail), *totals]:
         gen = [l for l in ls if l.work.kind == 'generate']; tr = [l for l in ls if l.work.kind != 'generate']
         b = any(l.bound for l in ls)
         rows.append([stage, part, _tok(sum(l.tokens for l in gen), any(l.bound for l in gen)),
@@ -526,7 +534,7 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
                   [False, False, True, True, True, True, False])
     out += ['', 'CPU work, one core (the corpora steps and mix tokenisation):']
     out += _table(['stage', 'part', 'work', 'CPU-h', 'what'], cpu_rows(est, detail), [False, False, True, True, False])
-    out += ['', f"Rates (from {est.rates_dir}):"]
+    out += ['', f"Rates (from {_shown(est.rates_dir)}):"]
     used = {k for l in est.lines for k in _columns(l.work.kind).values()}
     for kind, key in keys.items():
         if kind not in used: continue

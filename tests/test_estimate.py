@@ -86,8 +86,10 @@ def test_partial_marks_the_missing_cells_and_totals(tmp_path):
     rates = write_rates(tmp_path / 'r', {k: v for k, v in all_rates().items() if k != 'train.dpo.nemotron_h-30b-a3b'})
     code, out, _ = cli('estimate', NEMOTRON, '--rates', rates, '--partial')
     assert code == 0
-    total = next(l for l in out.splitlines() if l.startswith('total'))
-    assert 'no rate' in total and 'Incomplete: no rate for train.dpo.nemotron_h-30b-a3b' in out
+    gen, train, total = [l.split() for l in out.splitlines() if l.startswith('total ')][:3]
+    assert gen[:2] == ['total', 'generation'] and 'no rate' not in ' '.join(gen)
+    assert train[:2] == ['total', 'training'] and train[-4:] == ['no', 'rate', 'no', 'rate']
+    assert total[-4:] == ['no', 'rate', 'no', 'rate'] and 'Incomplete: no rate for train.dpo.nemotron_h-30b-a3b' in out
 
 
 def test_a_complete_estimate_names_each_rate_file_and_sums_to_its_totals(tmp_path):
@@ -155,13 +157,18 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     folder = tmp_path / 'results'
     shutil.copytree(RESULTS, folder)
     q = 'qwen3_moe-30b-a3b'
-    write_rates(folder, {f'train.sft.{q}': 4884.0, f'train.dpo.{q}': 2000.0, **{k: 1e5 for k in all_rates() if k.startswith('cpu.')}},
-                name='train_fast.json')
+    write_rates(folder, {f'train.sft.{q}': 4884.0, f'train.dpo.{q}': 2000.0}, name='train_fast.json')
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
     assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
     assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_fast.json'
     assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'vllm_gpu.json'
     assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 11544.0
+    assert {Path(j['rates'][k]['file']).name for k in j['rates'] if k.startswith('cpu.')} == {'corpora.json'}
+    # a key declared a second time, here one corpora.json already declares, is refused with both files named
+    write_rates(folder, {'cpu.banding': 1.0}, name='again.json')
+    code, _, err = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
+    assert code == 2 and "'cpu.banding' is given twice" in err and 'again.json' in err and 'corpora.json' in err
+    (folder / 'again.json').unlink()
     assert hours(j, 'rounds', 'generate', 'vllm') == pytest.approx(8000 * 8 * 2 * 285.4 / 11544.0 / 3600)
     code, out, _ = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
     assert code == 0 and 'a stand-in, not the base' in out and 'train_fast.json: rates.train.sft.qwen3_moe-30b-a3b' in out
