@@ -216,8 +216,8 @@ def _reads(profile: Profile, stage: Stage, names: str) -> Work:
 # %% ../nbs/94_estimate.ipynb #c023
 KNOWN_PROMPT_SETS = {'google/IFEval': (541, "IFEval's published set")}   # hub ids whose size is known without the network
 
-def instrument_requests(profile: Profile, name: str) -> list[tuple[str, int]]:
-    "(generation set, completions) one checkpoint's evaluation by instrument `name` generates, from the profile's sizes."
+def instrument_requests(profile: Profile, name: str, run: str | Path | None = None) -> list[tuple[str, int]]:
+    "(generation set, completions) one checkpoint's evaluation by instrument `name` generates, from the profile's sizes (and a run's math problems)."
     from rsi_repro.evaluate import instrument_settings
     from rsi_repro.instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path
     s, where = instrument_settings(profile, name), f"{profile.path}: evals.{name}"
@@ -237,7 +237,11 @@ def instrument_requests(profile: Profile, name: str) -> list[tuple[str, int]]:
     if name == 'math':
         takes = [src.get('take') for src in s['sources'] or []]
         if takes and None not in takes: return [('math', sum(takes))]
-        raise EstimateError(f"{where}.n: null, so the count depends on decontamination; set it (or a take on every source)")
+        built = [Path(d) / 'eval' / 'math_problems' / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
+        for f in built:
+            if f.is_file(): return [('math', _rows(f, f"{where}: the run's decontaminated problems"))]
+        raise EstimateError(f"{where}.n: null, so the count depends on decontamination, and no run holds its problems "
+                            f"({', '.join(map(str, built))}); set it (or a take on every source), or give --run")
     if name == 'ifeval':
         path = profile.resolve(s['prompts'])
         if path.is_file(): return [('ifeval', _rows(path, f"{where}.prompts"))]
@@ -258,10 +262,10 @@ def _section(profile: Profile, name: str):
     if cfg is None: raise EstimateError(f"{profile.path}: a stage runs the {name} notebook but the profile has no {name} section")
     return cfg
 
-def serve_work(p: Profile, st: Stage) -> list[Work]:
+def serve_work(p: Profile, st: Stage, run=None) -> list[Work]:
     return [Work(st.name, 'base', 'serve prompts, greedy', 'generate', serve_requests(p), 'serve', p.serving.max_new_tokens)]
 
-def sft_work(p: Profile, st: Stage) -> list[Work]:
+def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'sft')
     names = ' + '.join(c.name for c in cfg.corpora)
     out = [Work(st.name, 'load', f"first load of {names} (at least the rows up to the last band)", 'cpu.corpus_load_cold',
@@ -274,7 +278,7 @@ def sft_work(p: Profile, st: Stage) -> list[Work]:
                 Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example')]
     return out + [_reads(p, st, 'base and sft')]
 
-def dpo_work(p: Profile, st: Stage) -> list[Work]:
+def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'dpo')
     pairs, audit = sum(b.stop - b.start for b in cfg.corpus.bands), cfg.audit.stop - cfg.audit.start
     trained = _trained(cfg.optim, pairs)
@@ -300,7 +304,7 @@ def _sampling(p: Profile, st: Stage, pool: str, sampling, draws: int, mixes: int
             Work(st.name, f"sampling {pool}", f"kept samples through the chat template (at most {min(sampling.k, sampling.cap_per_prompt)} "
                  "per prompt and draw)", 'cpu.mix_tokenise', n * min(sampling.k, sampling.cap_per_prompt) * mixes, 'mix_example', bound=True)]
 
-def repair_work(p: Profile, st: Stage) -> list[Work]:
+def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'repair')
     steps = cfg.optim.steps
     if steps is None: raise EstimateError(f"{p.path}: repair.optim.steps is not set (the mix's size is only known after sampling)")
@@ -309,7 +313,7 @@ def repair_work(p: Profile, st: Stage) -> list[Work]:
                  'train.sft', steps * cfg.optim.effective_batch, 'mix_example'),
             _reads(p, st, 'dpo and repair')]
 
-def rounds_work(p: Profile, st: Stage) -> list[Work]:
+def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Each pool the arms use is sampled twice (its single mix is draw 0, its double mix draws 0 and 1), then every arm trains."
     r = _section(p, 'rounds')
     out = [w for pool in sorted({a.pool for a in r.arms}) for w in _sampling(p, st, pool, r.sampling, 2, 3, 'rounds.arms.pool')]
@@ -320,15 +324,15 @@ def rounds_work(p: Profile, st: Stage) -> list[Work]:
     return out
 
 # %% ../nbs/94_estimate.ipynb #c030
-def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str]) -> list[Work]:
+def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str], run=None) -> list[Work]:
     return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
-            for inst in instruments for s, n in instrument_requests(p, inst)]
+            for inst in instruments for s, n in instrument_requests(p, inst, run)]
 
-def eval_work(p: Profile, st: Stage) -> list[Work]:
+def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Every checkpoint on every instrument; with math, the problems decontaminated against every SFT band once."
     from rsi_repro.evaluate import eval_checkpoints, eval_instruments
     cks, insts = st.params.get('checkpoints') or eval_checkpoints(p), st.params.get('instruments') or eval_instruments(p)
-    out = [w for ck in cks for w in _evaluate(p, st, ck, insts)]
+    out = [w for ck in cks for w in _evaluate(p, st, ck, insts, run)]
     if 'math' in insts and p.sft:
         rows = sum(b.stop - b.start for c in p.sft.corpora for b in c.bands)
         out += [Work(st.name, 'math decontam', f"{rows:,} SFT rows read and validated", 'cpu.banding', rows),
@@ -336,7 +340,7 @@ def eval_work(p: Profile, st: Stage) -> list[Work]:
                 Work(st.name, 'math decontam', "30-token shingle scan", 'cpu.decontam_scan', rows, 'sft_example')]
     return out
 
-def soups_work(p: Profile, st: Stage) -> list[Work]:
+def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "One retrained parent per seed (the stage's recipe), then every parent and soup evaluated on the soups' instruments."
     cfg = _section(p, 'soups')
     arms = {a.name: a for a in (p.rounds.arms if p.rounds else ())}
@@ -346,21 +350,21 @@ def soups_work(p: Profile, st: Stage) -> list[Work]:
     out = [Work(st.name, f"{cfg.stage}-s{seed}", f"retrain {cfg.stage} with seed {seed} ({steps:,} steps x {eff})", 'train.sft',
                 steps * eff, 'mix_example') for seed in cfg.seeds]
     names = [f"{cfg.stage}-s{s}" for s in cfg.seeds] + [f"soup_{m}" for m in cfg.methods] + ([cfg.stage] if cfg.include_stage else [])
-    return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments)]
+    return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments, run)]
 
-STAGE_WORK: dict[str, Callable[[Profile, Stage], list[Work]]] = {
+STAGE_WORK: dict[str, Callable[..., list[Work]]] = {   # notebook -> rule(profile, stage, run folder or None)
     'serve': serve_work, 'sft': sft_work, 'dpo': dpo_work, 'repair': repair_work, 'rounds': rounds_work,
     'eval': eval_work, 'soups': soups_work}
 NO_WORK = ('pools', 'preregister', 'decide', 'grid', 'pair_read', 'report')   # model-free, or they read what other stages generated
 
-def profile_work(p: Profile) -> list[Work]:
+def profile_work(p: Profile, run: str | Path | None = None) -> list[Work]:
     "Every stage's work, in the profile's order."
     out = []
     for st in p.stages:
         if st.notebook in NO_WORK: continue
         if st.notebook not in STAGE_WORK:
             raise EstimateError(f"{p.path}: stage {st.name!r} runs the notebook {st.notebook!r}, which the estimate has no rule for")
-        out += STAGE_WORK[st.notebook](p, st)
+        out += STAGE_WORK[st.notebook](p, st, run)
     return out
 
 # %% ../nbs/94_estimate.ipynb #c033
@@ -446,7 +450,7 @@ def estimate(profile: Profile,
     lengths = card_lengths(profile)
     if run is not None: lengths.update(run_lengths(run))
     lengths.update(_parse_lengths(mean_tokens or {}))
-    works = profile_work(profile)
+    works = profile_work(profile, run)
     rates, keys = read_rates(rates_dir), rate_keys(profile, rate_shape, rate_overrides)
     lines, missing = price(works, lengths, rates, keys)
     if missing and not partial: raise EstimateError(missing_message(missing, rates, rates_dir))
