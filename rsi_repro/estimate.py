@@ -325,8 +325,12 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
 
 # %% ../nbs/94_estimate.ipynb #c030
 def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str], run=None) -> list[Work]:
+    "One checkpoint's generations: each instrument's sets, and the sets termination audits that no instrument generated."
+    from rsi_repro.evaluate import instrument_settings
+    names = list(instruments)
+    if 'termination' in names: names += [s for s in instrument_settings(p, 'termination')['sets'] if s not in names]
     return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
-            for inst in instruments for s, n in instrument_requests(p, inst, run)]
+            for inst in names for s, n in instrument_requests(p, inst, run)]
 
 def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Every checkpoint on every instrument; with math, the problems decontaminated against every SFT band once."
