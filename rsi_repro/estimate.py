@@ -5,7 +5,7 @@
 # %% ../nbs/94_estimate.ipynb #c002
 from __future__ import annotations
 import json, math, re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -129,13 +129,12 @@ TRAIN_UNITS = ('sft_example', 'dpo_pair', 'mix_example')
 WIDE_BATTERY = 285.4   # the card: "the mean answer length is 285.4 new tokens for the parent" (231-prompt wide battery)
 
 def card_lengths(profile: Profile) -> dict[str, Length]:
-    "Mean lengths from the seed card where it states one; stand-ins and upper bounds, marked, where it does not."
-    wide = "card: mean answer 285.4 new tokens on the 231-prompt wide battery (stage-3 parent)"
-    out = {k: Length(WIDE_BATTERY, f"stand-in: {wide}; the card states none for this set") for k in GEN_SETS}
-    out.update(h6=Length(WIDE_BATTERY, wide), probe2=Length(WIDE_BATTERY, wide),
-               sampling=Length(WIDE_BATTERY, f"{wide}, greedy, standing in for sampled answers"),
-               code=Length(3214 / 24, "card: 24 code prompts, 3,214 new tokens in all"),
-               open_chat=Length(293, "card: open-chat mean answer 293 new tokens (256 for the stage-3 parent)"),
+    "Mean lengths from the seed card where it states one for the same set; stand-ins and upper bounds, marked, where it does not."
+    wide = "stand-in: the card's mean answer on its 231-prompt wide battery, 285.4 new tokens (stage-3 parent)"
+    out = {k: Length(WIDE_BATTERY, wide) for k in GEN_SETS}
+    out.update(sampling=Length(WIDE_BATTERY, f"{wide}, greedy, for sampled answers"),
+               code=Length(3214 / 24, "card: its 24 code prompts, 3,214 new tokens in all"),
+               open_chat=Length(293, "card: its 120 open-chat prompts, mean answer 293 new tokens (256 for the stage-3 parent)"),
                mix_example=Length(6.3e6 / (400 * 48), "card: stage 4 trained 6.3M tokens in 400 steps x 48 examples"))
     if profile.sft: out['sft_example'] = Length(profile.sft.optim.seq_len, f"upper bound: sft.optim.seq_len (longer examples are left "
                                                  "out); the card gives no length for these corpora", bound=True)
