@@ -314,12 +314,13 @@ def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
 
 def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Each pool the arms use is sampled twice (its single mix is draw 0, its double mix draws 0 and 1), then every arm trains."
+    from rsi_repro.recipes import arm_warm_start
     r = _section(p, 'rounds')
     out = [w for pool in sorted({a.pool for a in r.arms}) for w in _sampling(p, st, pool, r.sampling, 2, 3, 'rounds.arms.pool')]
     for a in r.arms:
-        init = {'parent': r.sample_from, 'champion': r.champion_name}.get(a.warm_start, a.warm_start)
         out.append(Work(st.name, a.name, f"train {a.steps * r.optim.effective_batch:,} examples ({a.steps:,} steps x "
-                        f"{r.optim.effective_batch}), {a.mix} mix of {a.pool}, from {init}", 'train.sft', a.steps * r.optim.effective_batch, 'mix_example'))
+                        f"{r.optim.effective_batch}), {a.mix} mix of {a.pool}, from {arm_warm_start(p, a)}", 'train.sft',
+                        a.steps * r.optim.effective_batch, 'mix_example'))
     return out
 
 # %% ../nbs/94_estimate.ipynb #c030
