@@ -113,10 +113,18 @@ class Base:
 class VLLMSettings:
     "Settings only the vLLM backend reads."
     max_lora_rank: int = 64
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = 0.9 # the share of the GPU vLLM may take: weights, activations, and the KV cache in the rest
+    kv_cache_gib: Optional[float] = None  # a fixed KV cache instead (vLLM's kv_cache_memory_bytes), e.g. beside another process
+    enforce_eager: bool = False         # no compilation and no CUDA graphs: starts in seconds, decodes more slowly
     tensor_parallel_size: int = 1
     max_num_seqs: int = 256
     batch_invariant: bool = True        # greedy is not batch-invariant in vLLM unless asked
+    def validate(self, where, p):
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ProfileError(where, f"{p}.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:
+            raise ProfileError(where, f"{p}.kv_cache_gib", f"must be > 0 GiB (or absent), got {self.kv_cache_gib}")
+        for k in ('max_lora_rank', 'tensor_parallel_size', 'max_num_seqs'): _positive(where, f"{p}.{k}", getattr(self, k))
 
 @dataclass(frozen=True)
 class Serving:
