@@ -12,11 +12,11 @@ from typing import Any, Optional, Union, get_args, get_origin, get_type_hints
 import yaml
 
 # %% auto #0
-__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'PAIR_READ_SEED', 'ANNOTATORS',
-           'ProfileError', 'from_dict', 'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus',
-           'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead',
-           'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge', 'load_profile', 'to_dict',
-           'canonical_json', 'fingerprint', 'rooted']
+__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'LORA_COMPUTE',
+           'PAIR_READ_SEED', 'ANNOTATORS', 'ProfileError', 'from_dict', 'Base', 'VLLMSettings', 'Serving', 'Lora',
+           'Optim', 'Band', 'Corpus', 'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds',
+           'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge',
+           'load_profile', 'to_dict', 'canonical_json', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c005
 class ProfileError(ValueError):
@@ -113,10 +113,18 @@ class Base:
 class VLLMSettings:
     "Settings only the vLLM backend reads."
     max_lora_rank: int = 64
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = 0.9 # the share of the GPU vLLM may take: weights, activations, and the KV cache in the rest
+    kv_cache_gib: Optional[float] = None  # a fixed KV cache instead (vLLM's kv_cache_memory_bytes), e.g. beside another process
+    enforce_eager: bool = False         # no compilation and no CUDA graphs: starts in seconds, decodes more slowly
     tensor_parallel_size: int = 1
     max_num_seqs: int = 256
     batch_invariant: bool = True        # greedy is not batch-invariant in vLLM unless asked
+    def validate(self, where, p):
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ProfileError(where, f"{p}.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
+        if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:
+            raise ProfileError(where, f"{p}.kv_cache_gib", f"must be > 0 GiB (or absent), got {self.kv_cache_gib}")
+        for k in ('max_lora_rank', 'tensor_parallel_size', 'max_num_seqs'): _positive(where, f"{p}.{k}", getattr(self, k))
 
 @dataclass(frozen=True)
 class Serving:
@@ -141,6 +149,7 @@ class Serving:
 
 # %% ../nbs/00_config.ipynb #c012
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
+LORA_COMPUTE = ('fp32', 'bf16')
 
 @dataclass(frozen=True)
 class Lora:
@@ -170,12 +179,26 @@ class Optim:
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
     bf16: bool = False
-    activation_checkpointing: bool = False
+    activation_checkpointing: Union[bool, str] = False   # True, False, or 'auto' (with micro_batch_fit)
+    micro_batch_fit: bool = False       # train with the fastest split of micro_batch x grad_accum that fits the GPU
+    length_grouping: bool = False       # micro-batches of similar lengths within each optimiser step
+    padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
+    lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
     def validate(self, where, p):
         _one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
+        _one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
         for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len'): _positive(where, f"{p}.{k}", getattr(self, k))
         if (self.steps is None) == (self.epochs is None):
             raise ProfileError(where, p, "set exactly one of steps or epochs")
+        if isinstance(self.activation_checkpointing, str):
+            if self.activation_checkpointing != 'auto':
+                raise ProfileError(where, f"{p}.activation_checkpointing", f"must be true, false or auto, got {self.activation_checkpointing!r}")
+            if not self.micro_batch_fit:
+                raise ProfileError(where, f"{p}.activation_checkpointing", "auto needs micro_batch_fit: true (the fit decides it)")
+        if self.length_grouping and self.padding_free:
+            raise ProfileError(where, f"{p}.length_grouping", "padding_free batches carry no padding to group away: set one of the two")
+        if self.lora_compute == 'bf16' and not self.bf16:
+            raise ProfileError(where, f"{p}.lora_compute", "bf16 LoRA compute runs under bf16 autocast: set bf16: true")
     @property
     def effective_batch(self) -> int: return self.micro_batch * self.grad_accum
 
@@ -373,6 +396,14 @@ class Profile:
         for i, s in enumerate(self.stages):
             for need in s.needs:
                 if need not in names[:i]: raise ProfileError(where, f"stages[{i}].needs", f"{need!r} is not an earlier stage")
+        for key in ('sft', 'dpo', 'repair', 'rounds'):
+            optim = getattr(getattr(self, key), 'optim', None)
+            if optim is None: continue
+            if key == 'dpo' and (optim.micro_batch_fit or optim.padding_free):
+                raise ProfileError(where, 'dpo.optim', "micro_batch_fit and padding_free are implemented for SFT stages only")
+            if optim.padding_free and self.base.architecture == 'nemotron_h':
+                raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
+                                   "would carry Mamba state from one example into the next (use length_grouping)")
         if self.evals:           # the instruments' settings: their schema lives with the instruments
             from rsi_repro.evaluate import validate_evals
             validate_evals(to_dict(self.evals), where)

@@ -17,7 +17,7 @@ from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_jso
 __all__ = ['BACKENDS', 'VLLM_LORA_RANKS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
            'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
            'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
-           'VLLMBackend', 'plan_dir', 'generate']
+           'model_max_len', 'vllm_engine_args', 'VLLMBackend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -214,6 +214,26 @@ def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
         net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
     return ModelRef(base=str(out), dtype=model.dtype)
 
+def model_max_len(model: ModelRef) -> int | None:
+    "The longest sequence the base's config allows (`max_position_embeddings` or its older names); None when it names none."
+    from transformers import AutoConfig
+    cfg = AutoConfig.from_pretrained(model.base, revision=model.revision)
+    cfg = cfg.get_text_config() if hasattr(cfg, 'get_text_config') else cfg
+    for key in ('max_position_embeddings', 'max_sequence_length', 'seq_length', 'n_positions'):
+        value = getattr(cfg, key, None)
+        if isinstance(value, int) and value > 0: return value
+    return None
+
+def vllm_engine_args(model: ModelRef, serving: Serving) -> dict:
+    "Keyword arguments of `vllm.LLM` for a checkpoint under the serving settings."
+    want, limit = serving.max_input_tokens + serving.max_new_tokens, model_max_len(model)
+    v = serving.vllm
+    kw = dict(model=model.base, revision=model.revision, dtype=model.dtype, max_model_len=min(want, limit) if limit else want,
+              gpu_memory_utilization=v.gpu_memory_utilization, enforce_eager=v.enforce_eager,
+              tensor_parallel_size=v.tensor_parallel_size, max_num_seqs=v.max_num_seqs)
+    if v.kv_cache_gib is not None: kw['kv_cache_memory_bytes'] = int(v.kv_cache_gib * 2**30)
+    return kw
+
 @register_backend('vllm')
 class VLLMBackend:
     "vLLM's offline `LLM.generate` behind the same interface."
@@ -228,11 +248,7 @@ class VLLMBackend:
         if serving.vllm.batch_invariant: os.environ.setdefault('VLLM_BATCH_INVARIANT', '1')
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
-        self.llm = LLM(model=model.base, revision=model.revision, dtype=model.dtype,
-                       max_model_len=serving.max_input_tokens + serving.max_new_tokens,
-                       gpu_memory_utilization=serving.vllm.gpu_memory_utilization,
-                       tensor_parallel_size=serving.vllm.tensor_parallel_size, max_num_seqs=serving.vllm.max_num_seqs,
-                       **lora_kw)
+        self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)
         self.stops = stop_ids(self.tokenizer)
 
     def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:

@@ -15,9 +15,12 @@ from .generate import ModelRef, base_identity, check_adapter_base, load_tokenize
 from .io import atomic_write_text, sha256_file
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'lora_targets', 'lora_config', 'load_for_training', 'CountingCollator',
-           'trainer_kwargs', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'train_and_record',
-           'train_sft', 'train_dpo', 'loss_log']
+__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'lora_targets', 'lora_config',
+           'load_for_training', 'CountingCollator', 'Split', 'trainer_kwargs', 'gpu_count', 'write_evidence',
+           'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
+           'use_varlen_attention', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'step_timer',
+           'heaviest_micro_batch', 'fit_split', 'resolve_split', 'train_and_record', 'train_sft', 'train_dpo',
+           'loss_log']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -84,13 +87,14 @@ def load_for_training(model: ModelRef, lora: Lora, architecture: str, warm_start
 
 # %% ../nbs/31_train.ipynb #c010
 class CountingCollator:
-    "Wraps a collator, counting the tokens and supervised tokens of every batch it builds."
+    "Wraps a collator, counting the tokens, supervised tokens and padded tokens (what the model computed on) of every batch."
     def __init__(self, collator):
-        self.collator, self.tokens, self.supervised = collator, 0, 0
+        self.collator, self.tokens, self.supervised, self.padded = collator, 0, 0, 0
     def __call__(self, examples):
         batch = self.collator(examples)
         if 'attention_mask' in batch: self.tokens += int(batch['attention_mask'].sum())
         elif 'input_ids' in batch: self.tokens += int(batch['input_ids'].numel())
+        if 'input_ids' in batch: self.padded += int(batch['input_ids'].numel())
         for k in ('labels', 'chosen_labels'):
             if k in batch: self.supervised += int((batch[k] != -100).sum())
         if 'completion_mask' in batch and 'labels' not in batch: self.supervised += int(batch['completion_mask'].sum())
@@ -99,23 +103,32 @@ class CountingCollator:
         return batch
 
 # %% ../nbs/31_train.ipynb #c012
+@dataclass(frozen=True)
+class Split:
+    "How one optimiser step's examples are cut: micro-batch × grad-accum, and whether activations are recomputed."
+    micro_batch: int
+    grad_accum: int
+    activation_checkpointing: bool
+
 def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] = ('tensorboard',), lr: float | None = None,
-                   steps: int | None = None, seed: int | None = None) -> dict:
-    "Keyword arguments shared by SFTConfig and DPOConfig."
+                   steps: int | None = None, seed: int | None = None, split: Split | None = None) -> dict:
+    "Keyword arguments shared by SFTConfig and DPOConfig (`split`: the micro-batch, grad-accum and checkpointing run with)."
     import torch
     steps = steps if steps is not None else optim.steps
+    split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)
     kw = dict(output_dir=str(out_dir), learning_rate=lr if lr is not None else optim.lr,
-              per_device_train_batch_size=optim.micro_batch, gradient_accumulation_steps=optim.grad_accum,
+              per_device_train_batch_size=split.micro_batch, gradient_accumulation_steps=split.grad_accum,
               warmup_steps=optim.warmup, lr_scheduler_type=optim.schedule, weight_decay=optim.weight_decay,
               max_grad_norm=optim.max_grad_norm, seed=seed if seed is not None else optim.seed,
               data_seed=seed if seed is not None else optim.seed, logging_steps=1, save_strategy='no',
               report_to=list(report_to), bf16=optim.bf16 and torch.cuda.is_available(), dataloader_num_workers=0,
               use_cpu=not torch.cuda.is_available(),     # also what makes torchrun's CPU ranks one gloo process group
+              logging_nan_inf_filter=False,   # a NaN loss is logged as NaN (the filter also synchronised every micro-batch)
               disable_tqdm=os.environ.get('TQDM_DISABLE') == '1')
     # transformers 5.2x renamed gradient_checkpointing to activation_checkpointing; support both
     from transformers import TrainingArguments
     ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
-    kw[ckpt] = optim.activation_checkpointing
+    kw[ckpt] = split.activation_checkpointing
     if optim.schedule == 'cosine_with_min_lr': kw['lr_scheduler_kwargs'] = {'min_lr_rate': optim.min_lr_rate}
     if steps is not None: kw['max_steps'] = steps
     else: kw['num_train_epochs'] = optim.epochs
@@ -167,6 +180,288 @@ def read_evidence(adapter_dir: str | Path) -> dict:
         raise ValueError(f"{adapter_dir}: {ev['dataset_path']} no longer hashes to the dataset_sha256 the adapter was trained on")
     return ev
 
+# %% ../nbs/31_train.ipynb #f002
+class StepGroupedSampler:
+    """A seeded permutation of the rows, each optimiser step's window of `window` rows ordered longest first.
+
+    The window is micro-batch × grad-accum × processes: the rows of every optimiser step are the ones the
+    permutation alone would give it, only their order inside the step changes, so consecutive micro-batches hold
+    rows of similar length and the padding to each micro-batch's longest row shrinks."""
+    def __init__(self, lengths: Sequence[int], window: int, seed: int, group: bool = True):
+        if window < 1: raise ValueError(f"window must be >= 1, got {window}")
+        self.lengths, self.window, self.seed, self.group = list(lengths), window, seed, group
+        self.epoch, self._set, self._iters = 0, False, 0
+    def set_epoch(self, epoch: int): self.epoch, self._set = epoch, True
+    def order(self, epoch: int) -> list[int]:
+        import torch
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+        perm = torch.randperm(len(self.lengths), generator=g).tolist()
+        if not self.group: return perm
+        out = []
+        for s in range(0, len(perm), self.window):
+            out += sorted(perm[s:s + self.window], key=lambda i: -self.lengths[i])   # stable: ties keep the permutation's order
+        return out
+    def __len__(self): return len(self.lengths)
+    def __iter__(self):
+        epoch = self.epoch if self._set else self._iters     # the trainer sets the epoch; a bare loop counts passes
+        self._iters += 1; self._set = False
+        return iter(self.order(epoch))
+
+# %% ../nbs/31_train.ipynb #f004
+def _row_lengths(dataset) -> list[int]:
+    "Tokens per row of a trainer's processed dataset (SFT: input_ids; DPO: the prompt with the longer answer)."
+    cols = dataset.column_names
+    if 'input_ids' in cols: return [len(x) for x in dataset['input_ids']]
+    if {'prompt_ids', 'chosen_ids', 'rejected_ids'} <= set(cols):
+        return [len(p) + max(len(c), len(r)) for p, c, r in zip(dataset['prompt_ids'], dataset['chosen_ids'], dataset['rejected_ids'])]
+    raise ValueError(f"cannot tell row lengths from the columns {cols}")
+
+_TRAINER_CLASSES = {}
+
+def trainer_class(base: type) -> type:
+    "`base` (TRL's SFTTrainer or DPOTrainer) drawing its rows through a `StepGroupedSampler` when given its seed."
+    if base not in _TRAINER_CLASSES:
+        class Trainer(base):
+            step_sampler_seed: Optional[int] = None      # set: rows are drawn through a StepGroupedSampler with this seed
+            step_sampler_group: bool = True               # ... and grouped by length within each step
+            def _get_train_sampler(self, train_dataset=None):
+                if self.step_sampler_seed is None: return super()._get_train_sampler(train_dataset)
+                ds = train_dataset if train_dataset is not None else self.train_dataset
+                window = self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps * max(1, self.args.world_size)
+                return StepGroupedSampler(_row_lengths(ds), window, self.step_sampler_seed, group=self.step_sampler_group)
+        Trainer.__name__ = Trainer.__qualname__ = f"Grouped{base.__name__}"
+        _TRAINER_CLASSES[base] = Trainer
+    return _TRAINER_CLASSES[base]
+
+# %% ../nbs/31_train.ipynb #f006
+def lora_bf16_inputs(net) -> int:
+    """Let every LoRA layer take its input as it comes (bf16 under autocast) instead of up-casting it to the adapter's
+    fp32 first. Under autocast the LoRA matmuls run in bf16 either way (bf16 → fp32 → bf16 is exact), so the result
+    is the same; the cast only cost a copy of the activations per wrapped module. Returns the layers changed."""
+    from peft.tuners.lora import LoraLayer
+    n = 0
+    for m in net.modules():
+        if isinstance(m, LoraLayer): m.cast_input_dtype_enabled = False; n += 1
+    return n
+
+# %% ../nbs/31_train.ipynb #f008
+VARLEN_ATTENTION = 'rsi_varlen'
+_VARLEN_GQA = {}
+
+def varlen_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling: float | None = None,
+                     cu_seq_lens_q=None, cu_seq_lens_k=None, max_length_q=None, max_length_k=None, **kwargs):
+    """Causal attention inside each example of a padding-free row (batch 1, examples concatenated, boundaries in
+    `cu_seq_lens_*` as TRL's padding-free collator gives them): PyTorch's variable-length FlashAttention on CUDA,
+    one `scaled_dot_product_attention` per example elsewhere. Returns (batch, tokens, heads, head_dim)."""
+    import torch
+    if cu_seq_lens_q is None or cu_seq_lens_k is None:
+        raise ValueError(f"{VARLEN_ATTENTION} attention needs a padding-free batch (cu_seq_lens_q/k from the collator)")
+    if query.shape[0] != 1: raise ValueError(f"{VARLEN_ATTENTION} attention takes one concatenated row, got a batch of {query.shape[0]}")
+    if dropout: raise ValueError(f"{VARLEN_ATTENTION} attention has no dropout, got {dropout}")
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))      # (tokens, heads, head_dim)
+    if q.is_cuda:
+        from torch.nn.attention.varlen import varlen_attn
+        dtype = q.dtype if q.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16   # FlashAttention takes 16-bit inputs
+        q, k, v = (t.to(dtype).contiguous() for t in (q, k, v))
+        if k.shape[1] != q.shape[1] and not _VARLEN_GQA.get('native', True):
+            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+        args = (cu_seq_lens_q.to(torch.int32), cu_seq_lens_k.to(torch.int32), int(max_length_q), int(max_length_k))
+        try: out = varlen_attn(q, k, v, *args, scale=scaling, window_size=(-1, 0))
+        except RuntimeError:
+            if k.shape[1] == q.shape[1]: raise
+            _VARLEN_GQA['native'] = False              # this build wants as many key/value heads as query heads
+            k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+            out = varlen_attn(q, k, v, *args, scale=scaling, window_size=(-1, 0))
+        return out.to(query.dtype).unsqueeze(0), None
+    rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    bounds = cu_seq_lens_q.tolist()
+    outs = [torch.nn.functional.scaled_dot_product_attention(q[a:b].transpose(0, 1), k[a:b].transpose(0, 1), v[a:b].transpose(0, 1),
+                                                             is_causal=True, scale=scaling).transpose(0, 1)
+            for a, b in zip(bounds[:-1], bounds[1:])]
+    return torch.cat(outs).unsqueeze(0), None
+
+def use_varlen_attention(model) -> None:
+    "Register `varlen_attention` with transformers and make `model` (a PEFT model or a bare one) use it."
+    from transformers import AttentionInterface
+    AttentionInterface.register(VARLEN_ATTENTION, varlen_attention)
+    base = model.get_base_model() if hasattr(model, 'get_base_model') else model
+    base.set_attn_implementation(VARLEN_ATTENTION)
+
+# %% ../nbs/31_train.ipynb #f017
+LEAN_EXPERTS = 'rsi_grouped_mm'
+
+def lean_grouped_mm_experts(self, hidden_states, top_k_index, top_k_weights):
+    """transformers' `grouped_mm` experts without expert parallelism: the same sort, grouped products, weighting and
+    deterministic sum, minus the three `masked_fill` passes over the routed rows that transformers before 5.2x runs
+    for expert-parallel sentinels even when there are none (a third of a 30B-A3B training step on an H200)."""
+    import torch
+    from transformers.integrations.moe import _grouped_linear, grouped_mm_experts_forward
+    if getattr(self, '_is_expert_parallel', False) or getattr(self, 'has_post_expert_norm', False):
+        return grouped_mm_experts_forward(self, hidden_states, top_k_index, top_k_weights)
+    device, num_top_k = hidden_states.device, top_k_index.size(-1)
+    num_tokens, hidden_dim = hidden_states.size(0), hidden_states.size(-1)
+    expert_ids_g, perm = torch.sort(top_k_index.reshape(-1))
+    torch._assert_async(expert_ids_g[-1] < self.num_experts)          # no sentinel rows: no expert parallelism here
+    selected = hidden_states[perm // num_top_k]
+    weights_g = top_k_weights.reshape(-1)[perm]
+    counts = torch.histc(expert_ids_g.float() if device.type in ('cpu', 'mps') else expert_ids_g.int(),
+                         bins=self.num_experts, min=0, max=self.num_experts - 1)
+    offsets = torch.cumsum(counts, dim=0, dtype=torch.int32)
+    up, up_bias = (self.gate_up_proj, 'gate_up_proj_bias') if self.has_gate else (self.up_proj, 'up_proj_bias')
+    out = _grouped_linear(selected, up, offsets, bias=getattr(self, up_bias)[expert_ids_g] if self.has_bias else None,
+                          is_transposed=self.is_transposed)
+    out = self._apply_gate(out) if self.has_gate else self.act_fn(out)
+    out = _grouped_linear(out, self.down_proj, offsets, bias=self.down_proj_bias[expert_ids_g] if self.has_bias else None,
+                          is_transposed=self.is_transposed)
+    out = out * weights_g.unsqueeze(-1)
+    inv_perm = torch.empty_like(perm)
+    inv_perm[perm] = torch.arange(perm.size(0), device=device)
+    return out[inv_perm].view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
+
+def use_lean_experts(model) -> bool:
+    "Register `lean_grouped_mm_experts` and switch a model whose experts run `grouped_mm` to it; False when it has none."
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+    base = model.get_base_model() if hasattr(model, 'get_base_model') else model
+    if getattr(base.config, '_experts_implementation', None) != 'grouped_mm': return False
+    ALL_EXPERTS_FUNCTIONS.register(LEAN_EXPERTS, lean_grouped_mm_experts)
+    base.set_experts_implementation(LEAN_EXPERTS)
+    return True
+
+# %% ../nbs/31_train.ipynb #f011
+def choose_split(effective: int,          # examples per optimiser step on this device
+                 measure,                 # (micro_batch, checkpointing) -> seconds per step, or None when it does not fit
+                 checkpointing,           # True, False or 'auto' (only when no split fits without)
+                 ) -> tuple[Split, list[dict]]:
+    """The fastest split of `effective` that fits. Splits are tried from the largest micro-batch down; the search
+    stops at the first that is slower than a larger one (a smaller micro-batch only adds steps)."""
+    modes = [False, True] if checkpointing == 'auto' else [bool(checkpointing)]
+    table = []
+    for ckpt in modes:
+        best = None
+        for m in (d for d in range(effective, 0, -1) if effective % d == 0):
+            t = measure(m, ckpt)
+            table.append({'micro_batch': m, 'grad_accum': effective // m, 'activation_checkpointing': ckpt,
+                          'seconds_per_step': None if t is None else round(t, 4)})
+            if t is None: continue
+            if best is not None and t > best[1]: break
+            if best is None or t < best[1]: best = (m, t)
+        if best: return Split(best[0], effective // best[0], ckpt), table
+    raise RuntimeError(f"no split of {effective} examples per step fits this GPU "
+                       f"(tried {', '.join('%dx%d' % (r['micro_batch'], r['grad_accum']) for r in table)}, checkpointing {modes})")
+
+# %% ../nbs/31_train.ipynb #f013
+def _sync():
+    import torch
+    if torch.cuda.is_available(): torch.cuda.synchronize()
+
+def step_timer():
+    "A trainer callback recording each optimiser step's wall seconds (the device synchronised at both ends)."
+    from transformers import TrainerCallback
+    class StepTimer(TrainerCallback):
+        def __init__(self): self.seconds, self._t = [], None
+        def on_step_begin(self, args, state, control, **kw): _sync(); self._t = time.perf_counter()
+        def on_step_end(self, args, state, control, **kw): _sync(); self.seconds.append(time.perf_counter() - self._t)
+    return StepTimer()
+
+# %% ../nbs/31_train.ipynb #f014
+def _run_order(lengths: Sequence[int], window: int, seed: int, group: bool, epochs: int) -> list[int]:
+    "The rows in the order a run draws them (grouped: exactly; otherwise a seeded stand-in for the trainer's own shuffle)."
+    s = StepGroupedSampler(lengths, window, seed, group=group)
+    return [i for e in range(epochs) for i in s.order(e)]
+
+def heaviest_micro_batch(lengths: Sequence[int], micro_batch: int, window: int, seed: int, group: bool, padding_free: bool,
+                         epochs: int, known: bool = True) -> list[int]:
+    """The rows of the micro-batch that holds the most tokens (padded to its longest row, or summed when padding-free)
+    in the run's own order when it is `known` (the run draws through a `StepGroupedSampler`), else the `micro_batch`
+    longest rows (a bound for any order)."""
+    cost = (lambda rows: sum(lengths[i] for i in rows)) if padding_free else (lambda rows: len(rows) * max(lengths[i] for i in rows))
+    if not known: return sorted(range(len(lengths)), key=lambda i: -lengths[i])[:micro_batch]
+    order = _run_order(lengths, window, seed, group, epochs)
+    best = []
+    for w in range(0, len(order), window):
+        win = order[w:w + window]
+        for s in range(0, len(win), micro_batch):
+            mb = win[s:s + micro_batch]
+            if not best or cost(mb) > cost(best): best = mb
+    return best
+
+def _snapshot(net):
+    return {n: p.detach().to('cpu', copy=True) for n, p in net.named_parameters() if p.requires_grad}
+
+def _restore(net, snap, base, forward):
+    "The adapter's weights as they were, no gradients, and the base's own forward (each SFTTrainer wraps it again)."
+    import torch
+    with torch.no_grad():
+        for n, p in net.named_parameters():
+            if n in snap: p.copy_(snap[n]); p.grad = None
+    if forward is None: base.__dict__.pop('forward', None)
+    else: base.forward = forward
+
+def fit_split(make,                 # (split, steps, dataset, out_dir, sequential) -> a trainer on the run's model
+              net, data, lengths: Sequence[int], optim: Optim, seed: int, steps: int | None,
+              memory_fraction: float = 0.92,   # a split fits when its peak stays under this share of the GPU's memory
+              ) -> tuple[Split, dict]:
+    """Measure the splits of the effective batch on this GPU (`choose_split`): each candidate trains one step on the
+    run's heaviest micro-batch (peak memory, optimiser state included) and two steps on the run's first two
+    optimiser steps' rows (the second one timed). The adapter's weights are put back after every probe, so the run
+    starts from exactly the weights it would have started from."""
+    import gc, tempfile, torch
+    effective = optim.micro_batch * optim.grad_accum
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    n_epochs = math.ceil(steps * effective / len(lengths)) if steps is not None else math.ceil(optim.epochs or 1)
+    n_epochs = max(1, min(n_epochs, 64))
+    time_rows = _run_order(lengths, effective, seed, optim.length_grouping, 1)[:2 * effective]
+    base = net.get_base_model() if hasattr(net, 'get_base_model') else net
+    forward = base.__dict__.get('forward')   # TRL's fused LM head patches it per trainer; accelerate's autocast wrapper
+    snap = _snapshot(net)                    # of `net` is left in place (accelerate prepares a model only once)
+    peaks = {}
+    def measure(m, ckpt):
+        trainer = None
+        split = Split(m, effective // m, ckpt)
+        worst = heaviest_micro_batch(lengths, m, effective, seed, optim.length_grouping, optim.padding_free, n_epochs,
+                                     known=optim.length_grouping or optim.padding_free)
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                gc.collect(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+                trainer = make(Split(m, 1, ckpt), 1, data.select(worst), tmp, True)
+                trainer.train()
+                peaks[(m, ckpt)] = peak = torch.cuda.max_memory_allocated()
+                trainer.accelerator.free_memory(); trainer = None; _restore(net, snap, base, forward)
+                if peak > memory_fraction * total: return None
+                timer = step_timer()
+                trainer = make(split, 2, data.select(time_rows), tmp, True)
+                trainer.add_callback(timer)
+                trainer.train()
+                return timer.seconds[-1]
+        except torch.OutOfMemoryError:
+            return None
+        finally:
+            if trainer is not None: trainer.accelerator.free_memory()
+            trainer = None
+            _restore(net, snap, base, forward)
+            if not ckpt and hasattr(base, 'gradient_checkpointing_disable'): base.gradient_checkpointing_disable()
+            gc.collect(); torch.cuda.empty_cache()
+    t0 = time.perf_counter()
+    split, table = choose_split(effective, measure, optim.activation_checkpointing)
+    for row in table:
+        peak = peaks.get((row['micro_batch'], row['activation_checkpointing']))
+        row['peak_gib'] = None if peak is None else round(peak / 2**30, 2)
+    return split, {'candidates': table, 'seconds': round(time.perf_counter() - t0, 1), 'gpu_gib': round(total / 2**30, 1),
+                   'memory_fraction': memory_fraction}
+
+def resolve_split(make, net, data, lengths, optim: Optim, seed: int, steps: int | None) -> tuple[Split, dict | None]:
+    "The split a run trains with: the profile's, or (micro_batch_fit) the fastest that fits, measured on this GPU."
+    import torch
+    ckpt = optim.activation_checkpointing
+    if not optim.micro_batch_fit: return Split(optim.micro_batch, optim.grad_accum, bool(ckpt)), None
+    if int(os.environ.get('WORLD_SIZE', '1')) > 1:
+        raise ValueError("micro_batch_fit measures one GPU; with several processes set micro_batch and grad_accum "
+                         "(and activation_checkpointing) explicitly")
+    if not torch.cuda.is_available():     # nothing to measure: the profile's split, checkpointing off unless asked
+        return Split(optim.micro_batch, optim.grad_accum, ckpt is True), {'skipped': 'no CUDA device'}
+    return fit_split(make, net, data, lengths, optim, seed, steps)
+
 # %% ../nbs/31_train.ipynb #c016
 def _save_adapter(trainer, out: Path, model: ModelRef):
     trainer.save_model(str(out))
@@ -180,35 +475,67 @@ def _reduce(trainer, value: int) -> int:
     return int(trainer.accelerator.reduce(t, reduction='sum').item())
 
 def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str, warm_start: str | None, lora: Lora, optim: Optim,
-                     dataset_path: str | Path, extra: dict | None = None) -> dict:
+                     dataset_path: str | Path, extra: dict | None = None, split: Split | None = None) -> dict:
     "Train, save the adapter with its chat template, and (on rank 0) write the evidence; other ranks return {}."
     from transformers.trainer_callback import PrinterCallback
     trainer.remove_callback(PrinterCallback)       # without progress bars it prints every log line; log_history.json keeps them
     counter = CountingCollator(trainer.data_collator); trainer.data_collator = counter
+    timer = step_timer(); trainer.add_callback(timer)
     t0 = time.time(); trainer.train(); wall = time.time() - t0
     out = Path(out_dir); _save_adapter(trainer, out, model)
-    tokens, supervised = _reduce(trainer, counter.tokens), _reduce(trainer, counter.supervised)
+    tokens, supervised, padded = (_reduce(trainer, v) for v in (counter.tokens, counter.supervised, counter.padded))
     if not trainer.accelerator.is_main_process: return {}
+    split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)
+    run = {'micro_batch': split.micro_batch, 'grad_accum': split.grad_accum, 'activation_checkpointing': split.activation_checkpointing,
+           'padded_tokens': padded, 'step_seconds': [round(s, 4) for s in timer.seconds]}
     return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
                           lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
-                          supervised_tokens=supervised, wall_seconds=wall, world_size=trainer.accelerator.num_processes, extra=extra)
+                          supervised_tokens=supervised, wall_seconds=wall, world_size=trainer.accelerator.num_processes,
+                          extra={**run, **(extra or {})})
+
+def _prepare_for_speed(net, optim: Optim, architecture: str) -> None:
+    """The model side of a run: mixture-of-experts layers through `lean_grouped_mm_experts` (always: the same numbers),
+    bf16 LoRA inputs under autocast, variable-length attention when padding-free."""
+    import torch
+    use_lean_experts(net)
+    if optim.lora_compute == 'bf16' and optim.bf16 and torch.cuda.is_available(): lora_bf16_inputs(net)
+    if optim.padding_free:
+        if architecture == 'nemotron_h':
+            raise ValueError("padding_free on nemotron_h would carry Mamba state from one example into the next; use length_grouping")
+        use_varlen_attention(net)
 
 def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, warm_start: str | None = None, steps: int | None = None, lr: float | None = None, seed: int | None = None,
-              report_to: Sequence[str] = ('tensorboard',)) -> dict:
+              report_to: Sequence[str] = ('tensorboard',), callbacks: Sequence = ()) -> dict:
     "LoRA SFT on a mix file; saves the adapter, its chat template and training_evidence.json into `out_dir`."
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
     from rsi_repro.corpora import read_sft_mix
     mix = read_sft_mix(mix_path)
-    data = Dataset.from_dict({'input_ids': mix['input_ids'], 'assistant_masks': mix['assistant_masks']})
+    ids, masks = mix['input_ids'], mix['assistant_masks']
+    if optim.padding_free:     # TRL truncates only padded rows; cut here what it would cut (keep the start)
+        ids, masks = [list(x[:optim.seq_len]) for x in ids], [list(x[:optim.seq_len]) for x in masks]
+    data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
+    lengths = [min(len(x), optim.seq_len) for x in ids]
     tok = load_tokenizer(replace(model, adapter=None))
     tok.padding_side = 'right'
-    net = load_for_training(model, lora, architecture, warm_start, seed=seed if seed is not None else optim.seed)
-    args = SFTConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps, seed), max_length=optim.seq_len, packing=False,
-                     assistant_only_loss=False)   # the masks in the mix already restrict the loss to assistant tokens
-    trainer = SFTTrainer(model=net, args=args, train_dataset=data, processing_class=tok)
-    return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path)
+    run_seed = seed if seed is not None else optim.seed
+    net = load_for_training(model, lora, architecture, warm_start, seed=run_seed)
+    _prepare_for_speed(net, optim, architecture)
+    def make(split: Split, n_steps, dataset, out, probe: bool = False):
+        args = SFTConfig(**trainer_kwargs(optim, out, [] if probe else report_to, lr, n_steps, seed, split=split),
+                         max_length=None if optim.padding_free else optim.seq_len, packing=False, padding_free=optim.padding_free,
+                         assistant_only_loss=False,   # the masks in the mix already restrict the loss to assistant tokens
+                         **({'train_sampling_strategy': 'sequential'} if probe else {}))
+        trainer = trainer_class(SFTTrainer)(model=net, args=args, train_dataset=dataset, processing_class=tok)
+        if (optim.length_grouping or optim.padding_free) and not probe:   # the order the fit planned for
+            trainer.step_sampler_seed, trainer.step_sampler_group = run_seed, optim.length_grouping
+        return trainer
+    split, fit = resolve_split(make, net, data, lengths, optim, run_seed, steps if steps is not None else optim.steps)
+    trainer = make(split, steps, data, out_dir)
+    for cb in callbacks: trainer.add_callback(cb)
+    return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
+                            split=split, extra={'fit': fit} if fit else None)
 
 # %% ../nbs/31_train.ipynb #c018
 def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
@@ -218,14 +545,18 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
     from rsi_repro.io import read_jsonl
+    if optim.micro_batch_fit or optim.padding_free:
+        raise ValueError("micro_batch_fit and padding_free are implemented for SFT stages; set micro_batch and grad_accum for DPO")
     pairs = read_jsonl(pairs_path)
     if not pairs: raise ValueError(f"{pairs_path}: no preference pairs")
     data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in pairs])
     tok = load_tokenizer(replace(model, adapter=None))
     net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)
+    _prepare_for_speed(net, optim, architecture)
     args = DPOConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps), beta=beta, loss_type=['sigmoid', 'sft'],
                      loss_weights=[1.0, nll_weight], max_length=optim.seq_len)
-    trainer = DPOTrainer(model=net, args=args, train_dataset=data, processing_class=tok)
+    trainer = trainer_class(DPOTrainer)(model=net, args=args, train_dataset=data, processing_class=tok)
+    if optim.length_grouping: trainer.step_sampler_seed = optim.seed
     return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
                             extra={'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft']})
 

@@ -1,0 +1,350 @@
+"""LoRA training speed at the card's stage-4 shape on one GPU: the library's `train_sft` with its fast settings against a
+stock PyTorch + PEFT loop, in the same process, on the same random-initialised model shape and the same rows.
+
+    python benchmarks/train_speed.py --shape qwen3-moe-30b-a3b --variants stock-2x24-ckpt stock-16x3 ours --out benchmarks/results/train_speed.json
+    python benchmarks/train_speed.py --shape nemotron-h-31b --variants kernel-check stock-16x3 ours --append ...
+
+Shapes are the published configs (Qwen/Qwen3-30B-A3B; the Nemotron-H 30B-A3B layout: 52 layers, 23 Mamba-2, 23 MoE with
+128 experts top-6 and a shared expert, 6 attention), built from the config with random weights in bf16 on the GPU (no
+checkpoint is read). The rows are synthetic: token ids drawn at random, lengths log-normal with a mean of ~330 tokens
+(the card's stage 4: 6.3 M tokens over 400 steps of 48 examples) and a spread that gives random micro-batches of 8 the
+~27 % padding measured on the stage mixes, the first 25-55 % of each row a prompt that carries no loss. LoRA r=768, alpha=1536 on the profile's target set for the architecture; AdamW; effective batch 48.
+
+Variants (each on a freshly built model; the GPU's peak memory is reset before each):
+- `stock-MxG[-ckpt]`: a plain loop (model(labels=...), loss.backward(), clip 1.0, AdamW, bf16 autocast, PEFT's fp32
+  adapter, rows in random order) at micro-batch M x grad-accum G, with activation checkpointing if `-ckpt`:
+  `stock-2x24-ckpt` is the profile's old split, `stock-16x3` the fastest stock split seen before;
+- `ours`: `rsi_repro.train.train_sft` with micro_batch_fit, activation_checkpointing auto, lora_compute bf16 and
+  padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
+- `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
+  transformers' PyTorch path, when the kernels are installed.
+Step times are taken with the device synchronised; the first step of every variant is a warm-up and is not counted.
+tokens/s counts real (non-pad) tokens. Prints a table; writes JSON (--out), merged into an existing file with --append.
+"""
+import argparse, contextlib, gc, json, math, os, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+QWEN3_MOE_30B_A3B = {'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'hidden_size': 2048, 'intermediate_size': 6144,
+                     'moe_intermediate_size': 768, 'num_hidden_layers': 48, 'num_attention_heads': 32, 'num_key_value_heads': 4,
+                     'head_dim': 128, 'num_experts': 128, 'num_experts_per_tok': 8, 'norm_topk_prob': True, 'decoder_sparse_step': 1,
+                     'mlp_only_layers': [], 'vocab_size': 151936, 'max_position_embeddings': 40960, 'rope_theta': 1000000.0,
+                     'rms_norm_eps': 1e-06, 'hidden_act': 'silu', 'tie_word_embeddings': False, 'attention_bias': False,
+                     'bos_token_id': 151643, 'eos_token_id': 151645, 'torch_dtype': 'bfloat16', 'use_cache': False}
+# M = Mamba-2, E = MoE, * = attention: 23 + 23 + 6 = 52 layers, 31.6 B parameters
+NEMOTRON_H_PATTERN = 'MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME'
+NEMOTRON_H_30B_A3B = {'model_type': 'nemotron_h', 'hidden_size': 2688, 'vocab_size': 131072,
+                      'layers_block_type': [{'M': 'mamba', 'E': 'moe', '*': 'attention'}[c] for c in NEMOTRON_H_PATTERN],
+                      'num_attention_heads': 32, 'num_key_value_heads': 2, 'head_dim': 128, 'mamba_num_heads': 64, 'mamba_head_dim': 64,
+                      'ssm_state_size': 128, 'n_groups': 8, 'conv_kernel': 4, 'chunk_size': 128, 'n_routed_experts': 128,
+                      'num_experts_per_tok': 6, 'moe_intermediate_size': 1856, 'moe_shared_expert_intermediate_size': 3712,
+                      'n_shared_experts': 1, 'intermediate_size': 3712, 'max_position_embeddings': 8192, 'use_cache': False}
+# small shapes of the same kinds: a smoke test of this script (CPU or GPU) before the large ones
+TINY_QWEN3_MOE = {**QWEN3_MOE_30B_A3B, 'hidden_size': 128, 'moe_intermediate_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 4,
+                  'num_key_value_heads': 2, 'head_dim': 32, 'num_experts': 8, 'num_experts_per_tok': 2, 'vocab_size': 4096}
+TINY_NEMOTRON_H = {**NEMOTRON_H_30B_A3B, 'hidden_size': 256, 'vocab_size': 4096, 'layers_block_type': ['mamba', 'moe', 'attention', 'mamba'],
+                   'num_attention_heads': 8, 'num_key_value_heads': 2, 'head_dim': 32, 'mamba_num_heads': 8, 'mamba_head_dim': 64,
+                   'ssm_state_size': 64, 'n_groups': 2, 'chunk_size': 64, 'n_routed_experts': 8, 'num_experts_per_tok': 2,
+                   'moe_intermediate_size': 128, 'moe_shared_expert_intermediate_size': 256, 'intermediate_size': 256}
+SHAPES = {'qwen3-moe-30b-a3b': ('qwen3_moe', QWEN3_MOE_30B_A3B), 'nemotron-h-31b': ('nemotron_h', NEMOTRON_H_30B_A3B),
+          'tiny-qwen3-moe': ('qwen3_moe', TINY_QWEN3_MOE), 'tiny-nemotron-h': ('nemotron_h', TINY_NEMOTRON_H)}
+
+def device():
+    import torch
+    return 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+def sync():
+    import torch
+    if torch.cuda.is_available(): torch.cuda.synchronize()
+
+
+def build_config(shape: str, tok):
+    from transformers import AutoConfig
+    arch, cfg = SHAPES[shape]
+    cfg = dict(cfg)
+    model_type = cfg.pop('model_type'); cfg.pop('architectures', None)
+    cfg.update(pad_token_id=tok.pad_token_id)
+    if arch == 'nemotron_h': cfg.update(eos_token_id=tok.eos_token_id, bos_token_id=None)
+    return arch, AutoConfig.for_model(model_type, **cfg)
+
+
+def random_model(config):
+    "The config's model with random weights, bf16, built on the GPU (the library loads it by path; see `patched_loading`)."
+    import copy, torch
+    from transformers import AutoModelForCausalLM
+    config = copy.deepcopy(config)      # the trainers and attention settings write into a model's config
+    with torch.device(device()):
+        return AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16 if device() == 'cuda' else torch.float32)
+
+
+@contextlib.contextmanager
+def patched_loading(folder: Path, config):
+    "`from_pretrained(folder)` builds the config's random model on the GPU instead of reading weights (there are none)."
+    from transformers import AutoModelForCausalLM
+    real = AutoModelForCausalLM.from_pretrained.__func__
+    def fake(cls, name, *a, **k):
+        return random_model(config) if Path(name) == folder else real(cls, name, *a, **k)
+    AutoModelForCausalLM.from_pretrained = classmethod(fake)
+    try: yield
+    finally: AutoModelForCausalLM.from_pretrained = classmethod(real)
+
+
+def synthetic_rows(n: int, seed: int, mean: float = 330, sigma: float = 0.23, lo: int = 48, hi: int = 2048, vocab=(2, 2000)):
+    """Token ids and assistant masks: log-normal lengths with the given mean, the first 25-55 % of each row a prompt.
+    sigma 0.23 makes random micro-batches of 8 carry ~27 % padding, as measured on the stage mixes (issue 17)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    mu = math.log(mean) - sigma ** 2 / 2
+    lengths = np.clip(rng.lognormal(mu, sigma, n).round().astype(int), lo, hi)
+    ids, masks = [], []
+    for L in lengths:
+        p = int(L * rng.uniform(0.25, 0.55))
+        ids.append(rng.integers(*vocab, L).tolist()); masks.append([0] * p + [1] * (L - p))
+    return ids, masks
+
+
+def write_mix(path: Path, ids, masks):
+    import numpy as np
+    from rsi_repro.corpora import _write_npz
+    offsets = np.cumsum([0] + [len(x) for x in ids])
+    _write_npz(path, {'input_ids': np.asarray([t for x in ids for t in x], np.int32),
+                      'assistant_masks': np.asarray([t for x in masks for t in x], np.uint8),
+                      'offsets': offsets.astype(np.int64), 'ids': np.asarray([f'row{i}' for i in range(len(ids))])})
+
+
+def free():
+    import torch
+    gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+
+
+def peak():
+    import torch
+    if not torch.cuda.is_available(): return {'peak_gib': None}
+    return {'peak_gib': round(torch.cuda.max_memory_allocated() / 2**30, 2), 'peak_reserved_gib': round(torch.cuda.max_memory_reserved() / 2**30, 2)}
+
+
+def stock_loop(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, lr=1.6e-5):
+    "A plain loop: PEFT LoRA (fp32 adapter), bf16 autocast, HF's own loss over the step's supervised tokens, clip 1.0, AdamW."
+    import torch
+    from peft import LoraConfig, get_peft_model
+    free()
+    model = random_model(config)
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False}); model.enable_input_require_grads()
+    torch.manual_seed(seed)
+    net = get_peft_model(model, LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), task_type='CAUSAL_LM'))
+    net.train()
+    params = [p for p in net.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    perm = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed)).tolist()
+    E = micro_batch * grad_accum
+    seconds, tokens, padded = [], [], []
+    for step in range(steps):
+        rows = [perm[(step * E + i) % len(perm)] for i in range(E)]
+        n_sup = sum(sum(masks[i][1:]) for i in rows)
+        sync(); t0 = time.perf_counter()
+        real = pad = 0
+        for k in range(grad_accum):
+            mb = rows[k * micro_batch:(k + 1) * micro_batch]
+            L = max(len(ids[i]) for i in mb)
+            inp = torch.full((len(mb), L), config.pad_token_id, dtype=torch.long)
+            att = torch.zeros((len(mb), L), dtype=torch.long); lab = torch.full((len(mb), L), -100, dtype=torch.long)
+            for j, i in enumerate(mb):
+                n = len(ids[i]); inp[j, :n] = torch.tensor(ids[i]); att[j, :n] = 1
+                lab[j, :n] = torch.where(torch.tensor(masks[i]) == 1, torch.tensor(ids[i]), -100)
+            real += int(att.sum()); pad += inp.numel()
+            d = device()
+            with torch.autocast(d, dtype=torch.bfloat16, enabled=d == 'cuda'):
+                loss = net(input_ids=inp.to(d), attention_mask=att.to(d), labels=lab.to(d), num_items_in_batch=n_sup).loss
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step(); opt.zero_grad(set_to_none=True)
+        sync(); seconds.append(time.perf_counter() - t0); tokens.append(real); padded.append(pad)
+        print(f"  stock mb {micro_batch} x {grad_accum}{' ckpt' if checkpointing else ''}: step {step + 1}/{steps} {seconds[-1]:.2f} s "
+              f"{real / seconds[-1]:,.0f} tok/s", flush=True)
+    out = {'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
+           'step_seconds': [round(s, 3) for s in seconds], 'step_tokens': tokens, 'step_padded_tokens': padded,
+           'parameters': sum(p.numel() for p in net.parameters()), 'trainable_parameters': sum(p.numel() for p in params), **peak()}
+    del net, model, opt, params; free()
+    return out
+
+
+def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None):
+    "The library's own train_sft with the fast settings, as a stage calls it."
+    import torch
+    from transformers import TrainerCallback
+    from rsi_repro.config import Lora, Optim
+    from rsi_repro.generate import ModelRef
+    from rsi_repro.train import train_sft
+    fast = dict(micro_batch_fit=True, activation_checkpointing='auto', lora_compute='bf16')
+    fast.update(length_grouping=True) if arch == 'nemotron_h' else fast.update(padding_free=True)
+    optim = Optim(lr=1.6e-5, micro_batch=2, grad_accum=eff // 2, seq_len=2048, seed=seed, steps=steps, warmup=0.02, bf16=True, **fast)
+    dtype = 'bfloat16' if device() == 'cuda' else 'float32'
+
+    class Peak(TrainerCallback):          # the run's own peak, after the fit's probes
+        def on_train_begin(self, args, state, control, **kw): sync(); free()
+    cbs = [Peak()]
+    if profile_dir:
+        class Profile(TrainerCallback):   # one optimiser step (the third) under torch.profiler
+            def on_step_begin(self, args, state, control, **kw):
+                if state.global_step == 2:
+                    self.p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+                    self.p.__enter__()
+            def on_step_end(self, args, state, control, **kw):
+                if state.global_step == 3 and hasattr(self, 'p'):
+                    sync(); self.p.__exit__(None, None, None)
+                    Path(profile_dir).mkdir(parents=True, exist_ok=True)
+                    (Path(profile_dir) / f'profile_{arch}.txt').write_text(
+                        self.p.key_averages().table(sort_by='cuda_time_total', row_limit=45, max_name_column_width=70))
+        cbs.append(Profile())
+    free()
+    out_dir = Path('/tmp/rsi_train_speed') / f'ours_{arch}'
+    t0 = time.perf_counter()
+    with patched_loading(folder, config):
+        ev = train_sft(ModelRef(str(folder), dtype=dtype), arch, mix, Lora(r=r, alpha=alpha), optim, out_dir, tag='speed',
+                       report_to=[], callbacks=cbs)
+    total = time.perf_counter() - t0
+    log = [x for x in json.loads((out_dir / 'log_history.json').read_text()) if 'loss' in x]
+    cum = [x['num_tokens'] for x in log]
+    tokens = [cum[0]] + [b - a for a, b in zip(cum, cum[1:])]
+    res = {'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
+           'settings': {k: v for k, v in ev['optim_settings'].items() if k in ('micro_batch', 'grad_accum', 'bf16', 'activation_checkpointing',
+                        'micro_batch_fit', 'length_grouping', 'padding_free', 'lora_compute')},
+           'step_seconds': ev['step_seconds'], 'step_tokens': tokens, 'training_tokens': ev['training_tokens'],
+           'padded_tokens': ev['padded_tokens'], 'fit': ev.get('fit'), 'wall_seconds_with_fit_and_save': round(total, 1),
+           'losses': [round(x['loss'], 4) for x in log], **peak()}
+    if profile_dir: res['profiled_step'] = 2
+    free()
+    return res
+
+
+def kernel_check(arch):
+    "A small Nemotron-H, loss and gradients through the Mamba kernels against transformers' PyTorch fallback (same weights)."
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.models.nemotron_h import NemotronHConfig, modeling_nemotron_h as M
+    names = ['causal_conv1d_fn', 'causal_conv1d_update', 'mamba2_split_conv1d_scan_combined', 'mamba2_selective_state_update', 'mamba2_chunk_scan']
+    def impl(f): return {n: c.cell_contents for n, c in zip(f.__code__.co_freevars, f.__closure__ or [])}
+    status = {n: getattr(impl(getattr(M, n)).get('implementation'), '__module__', None) for n in names}
+    kernels = all(impl(getattr(M, n)).get('is_new_implementation') for n in names)
+    out = {'implementations': status, 'kernels': kernels}
+    if not kernels: return out
+    cfg = NemotronHConfig(vocab_size=1000, hidden_size=256, layers_block_type=['mamba', 'moe', 'attention', 'mamba'], num_attention_heads=8,
+                          num_key_value_heads=2, head_dim=32, intermediate_size=512, mamba_num_heads=8, mamba_head_dim=64, ssm_state_size=64,
+                          n_groups=2, n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=128, moe_shared_expert_intermediate_size=256,
+                          num_experts_per_tok=2, chunk_size=64, use_cache=False)
+    torch.manual_seed(0)
+    with torch.device('cuda'): model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model.train()
+    ids = torch.randint(0, 1000, (4, 300), device='cuda')   # 300 tokens: several chunks of 64
+    def run():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss; loss.backward()
+        return loss.item(), {n: p.grad.float().clone() for n, p in model.named_parameters() if p.grad is not None}
+    lk, gk = run()
+    saved = {n: getattr(M, n) for n in names}
+    try:
+        for n in names: setattr(M, n, impl(saved[n])['torch_function'])
+        lt, gt = run()
+    finally:
+        for n, f in saved.items(): setattr(M, n, f)
+    rel = {n: ((gk[n] - gt[n]).norm() / gt[n].norm().clamp(min=1e-12)).item() for n in gt}
+    worst = max(rel, key=rel.get)
+    out.update(loss_kernels=round(lk, 5), loss_torch=round(lt, 5), grad_rel_err_median=round(sorted(rel.values())[len(rel) // 2], 5),
+               grad_rel_err_max=round(rel[worst], 5), grad_rel_err_max_param=worst, bf16=True)
+    return out
+
+
+def rate(res):
+    "Real tokens per second over the timed steps: all but the first (warm-up) and a profiled one."
+    skip = {0, res.get('profiled_step', -1)}
+    s = [x for i, x in enumerate(res['step_seconds']) if i not in skip]
+    t = [x for i, x in enumerate(res['step_tokens']) if i not in skip]
+    return round(sum(t) / sum(s), 1) if s else None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--shape', choices=sorted(SHAPES), required=True)
+    ap.add_argument('--variants', nargs='+', default=['stock-16x3', 'ours'])
+    ap.add_argument('--steps', type=int, default=4, help='optimiser steps per variant, the first one untimed')
+    ap.add_argument('--slow-steps', type=int, default=2, help='optimiser steps of a stock variant with micro-batch < 8')
+    ap.add_argument('--rows', type=int, default=480)
+    ap.add_argument('--eff', type=int, default=48, help='examples per optimiser step (the card\'s 48)')
+    ap.add_argument('--r', type=int, default=768); ap.add_argument('--alpha', type=int, default=1536)
+    ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--profile-dir', default=None)
+    ap.add_argument('--tag', default='', help='a label for this process\'s rows (e.g. "no mamba kernels")')
+    ap.add_argument('--out', default=str(ROOT / 'benchmarks/results/train_speed.json'))
+    ap.add_argument('--append', action='store_true')
+    a = ap.parse_args()
+    import torch, transformers, peft
+    from transformers import AutoTokenizer
+    from rsi_repro.config import Lora
+    from rsi_repro.train import lora_targets
+    work = Path('/tmp/rsi_train_speed'); work.mkdir(exist_ok=True, parents=True)
+    tok = AutoTokenizer.from_pretrained(ROOT / 'data/tiny_base')
+    arch, config = build_config(a.shape, tok)
+    folder = work / a.shape; folder.mkdir(exist_ok=True)
+    config.save_pretrained(folder); tok.save_pretrained(folder)
+    ids, masks = synthetic_rows(a.rows, a.seed)
+    mix = work / f'mix_{a.rows}_{a.seed}.npz'; write_mix(mix, ids, masks)
+    targets = lora_targets(Lora(r=a.r, alpha=a.alpha), arch)
+    versions = {'torch': torch.__version__, 'transformers': transformers.__version__, 'peft': peft.__version__}
+    for name in ('trl', 'mamba_ssm', 'causal_conv1d'):
+        try: versions[name] = __import__(name).__version__
+        except Exception as e: versions[name] = f'not installed ({type(e).__name__})'
+    lengths = [len(x) for x in ids]
+    gpu = torch.cuda.is_available()
+    meta = {'date': time.strftime('%Y-%m-%d'), 'device': torch.cuda.get_device_name() if gpu else 'cpu',
+            'gpu_gib': round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if gpu else None,
+            'versions': versions, 'argv': sys.argv}
+    shape = {'name': a.shape, 'architecture': arch, 'lora': {'r': a.r, 'alpha': a.alpha, 'targets': targets},
+             'effective_batch': a.eff, 'rows': a.rows, 'mean_row_tokens': round(sum(lengths) / len(lengths), 1), 'max_row_tokens': max(lengths),
+             'supervised_fraction': round(sum(map(sum, masks)) / sum(lengths), 3)}
+    results = []
+    for v in a.variants:
+        print(f"== {a.shape}: {v} {a.tag}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            if v == 'kernel-check': res = kernel_check(arch)
+            elif v.startswith('stock-'):
+                m, g = map(int, v.split('-')[1].split('x'))
+                res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 else a.slow_steps, a.seed)
+            elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
+            else: raise SystemExit(f"unknown variant {v}")
+        except torch.OutOfMemoryError as e:
+            res = {'error': f'out of memory: {str(e).splitlines()[0]}', **peak()}; free()
+        except Exception as e:
+            import traceback; traceback.print_exc()
+            res = {'error': f'{type(e).__name__}: {e}'}; free()
+        res = {'variant': v, 'tag': a.tag, 'seconds': round(time.perf_counter() - t0, 1), **res}
+        if 'step_seconds' in res: res['tokens_per_s'] = rate(res)
+        if 'step_padded_tokens' in res:
+            res['padding_fraction'] = round(1 - sum(res['step_tokens']) / sum(res['step_padded_tokens']), 3)
+        elif 'padded_tokens' in res:
+            res['padding_fraction'] = round(1 - res['training_tokens'] / res['padded_tokens'], 3)
+        results.append(res)
+        print(json.dumps({k: res[k] for k in res if k not in ('step_tokens', 'step_padded_tokens', 'losses')}), flush=True)
+    out = Path(a.out)
+    doc = json.loads(out.read_text()) if (a.append and out.exists()) else {}
+    doc.setdefault('runs', []).append({'meta': meta, 'shape': shape, 'results': results})
+    out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(doc, indent=1))
+    print(f"\n{'shape':<20} {'variant':<16} {'tag':<18} {'split':<9} {'ckpt':<5} {'tok/s':>9} {'pad':>6} {'peak GiB':>9}")
+    for run in doc['runs']:
+        for r in run['results']:
+            if r['variant'] == 'kernel-check':
+                print(f"{run['shape']['name']:<20} {'kernel-check':<16} {r.get('tag',''):<18} kernels={r.get('kernels')} "
+                      f"grad rel err max {r.get('grad_rel_err_max')} loss {r.get('loss_kernels')} vs {r.get('loss_torch')}")
+                continue
+            split = f"{r.get('micro_batch')}x{r.get('grad_accum')}" if 'micro_batch' in r else '-'
+            print(f"{run['shape']['name']:<20} {r['variant']:<16} {r.get('tag',''):<18} {split:<9} {str(r.get('activation_checkpointing', '-')):<5} "
+                  f"{r.get('tokens_per_s') or r.get('error', '-')!s:>9} {r.get('padding_fraction', '-')!s:>6} {r.get('peak_gib', '-')!s:>9}")
+
+
+if __name__ == '__main__':
+    main()

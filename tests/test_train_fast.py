@@ -1,0 +1,220 @@
+"""The fast-training settings change how a step's work is cut, never what it computes: the same loss and gradients as
+the plain path (tiny bases on the CPU; one GPU test of the split fit, skipped without CUDA)."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from rsi_repro.config import Lora, Optim, ProfileError, load_profile
+from rsi_repro.corpora import chat_messages, write_sft_mix
+from rsi_repro.generate import ModelRef, load_tokenizer
+from rsi_repro.io import read_jsonl
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ModelRef(str(ROOT / 'data/tiny_base'))
+
+
+def grad_recorder():
+    "A callback keeping the LoRA gradients of every optimiser step (after accumulation, before the update)."
+    from transformers import TrainerCallback
+    class Grads(TrainerCallback):
+        def __init__(self): self.steps = []
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
+            self.steps.append({n: p.grad.detach().clone() for n, p in model.named_parameters() if p.requires_grad})
+    return Grads()
+
+
+def mix(tmp_path, n, seq_len=256, base=BASE):
+    "An SFT mix of the first `n` rows of the tulu sample (lengths vary from a few dozen tokens to a few hundred)."
+    tok = load_tokenizer(base)
+    rows = read_jsonl(ROOT / 'data/corpora/tulu_sample.jsonl')[:n]
+    path = tmp_path / f'mix{n}.npz'
+    stats = write_sft_mix([(r['id'], chat_messages(r, r['id'])) for r in rows], tok, seq_len, path)
+    assert stats.examples == n, stats                      # every row fits, so each step's rows are known
+    return path
+
+
+def run(tmp_path, name, path, optim, base=BASE, arch='llama', lora=Lora(r=8, alpha=16)):
+    from rsi_repro.train import train_sft
+    grads = grad_recorder()
+    ev = train_sft(base, arch, path, lora, optim, tmp_path / name, tag=name, report_to=[], callbacks=[grads])
+    losses = [r['loss'] for r in json.loads((tmp_path / name / 'log_history.json').read_text()) if 'loss' in r]
+    return ev, losses, grads.steps
+
+
+def close(a: dict, b: dict, rtol=5e-4):
+    """Every tensor of `a` equals `b`'s: ||a - b|| <= rtol * max(||a||, ||b||). Float32 sums taken in another order (another
+    split of the same rows) differ by ~1e-4 of the norm; the steps after the first, which start from weights Adam moved
+    by about the sign of each gradient element (float noise flips the sign of elements near 0), are held to 5e-3. The
+    weights themselves are not compared for that reason: the losses of the later steps show they agree."""
+    assert a.keys() == b.keys()
+    for k in a:
+        err, scale = (a[k] - b[k]).norm().item(), max(a[k].norm().item(), b[k].norm().item())
+        assert err <= rtol * scale + 1e-12, (k, err, scale)
+
+
+def optim(**kw):
+    base = dict(lr=1e-3, micro_batch=2, grad_accum=4, seq_len=256, seed=3, steps=1, warmup=0.0, schedule='constant')
+    return Optim(**{**base, **kw})
+
+
+def test_padding_free_and_another_split_give_the_plain_step(tmp_path):
+    "One optimiser step over 8 rows: micro-batch 2 x 4 padded (plain) against 4 x 2 padding-free: same loss and gradients."
+    path = mix(tmp_path, 8)
+    ev0, loss0, g0 = run(tmp_path, 'plain', path, optim())
+    ev1, loss1, g1 = run(tmp_path, 'fast', path, optim(micro_batch=4, grad_accum=2, padding_free=True))
+    assert ev1['micro_batch'] == 4 and ev1['grad_accum'] == 2 and ev0['micro_batch'] == 2
+    assert ev0['training_tokens'] == ev1['training_tokens'] and ev0['supervised_tokens'] == ev1['supervised_tokens']
+    assert ev1['padded_tokens'] == ev1['training_tokens'] < ev0['padded_tokens']          # nothing padded
+    assert loss0 == pytest.approx(loss1, rel=1e-5)
+    close(g0[0], g1[0])
+
+
+def test_length_grouping_keeps_every_steps_rows(tmp_path):
+    """Three steps over 24 rows, grouped by length: micro-batch 1 (no padding at all) against 4 x 2 and 8 x 1 with the
+    rows of each step grouped by length: the same losses step by step and the same gradients."""
+    path = mix(tmp_path, 24)
+    runs = [run(tmp_path, f'g{m}', path, optim(micro_batch=m, grad_accum=8 // m, steps=3, length_grouping=True)) for m in (1, 4, 8)]
+    (ev1, l1, g1), rest = runs[0], runs[1:]
+    assert ev1['padded_tokens'] == ev1['training_tokens']
+    for ev, l, g in rest:
+        assert ev['training_tokens'] == ev1['training_tokens']
+        assert l == pytest.approx(l1, rel=1e-5)
+        close(g1[0], g[0])
+        for a, b in zip(g1[1:], g[1:]): close(a, b, 5e-3)
+    assert runs[1][0]['padded_tokens'] < runs[2][0]['padded_tokens']    # grouped micro-batches of 4 pad less than one of 8
+
+
+def tiny_base(tmp_path, arch):
+    "A random tiny base of another architecture, with the tiny base's tokenizer."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(BASE.base)
+    common = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    if arch == 'nemotron_h':
+        from transformers.models.nemotron_h import NemotronHConfig
+        cfg = NemotronHConfig(hidden_size=64, layers_block_type=['mamba', 'moe', 'attention', 'mamba'], num_attention_heads=4,
+                              num_key_value_heads=2, head_dim=16, intermediate_size=128, mamba_num_heads=4, mamba_head_dim=16,
+                              ssm_state_size=16, n_groups=1, n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=32,
+                              moe_shared_expert_intermediate_size=64, num_experts_per_tok=2, chunk_size=16, **common)
+    else:
+        from transformers import Qwen3MoeConfig
+        cfg = Qwen3MoeConfig(hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, head_dim=16, num_experts=8, num_experts_per_tok=2, max_position_embeddings=1024, **common)
+    torch.manual_seed(0)
+    path = tmp_path / arch
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(path); tok.save_pretrained(path)
+    return ModelRef(str(path))
+
+
+def test_padding_free_on_a_mixture_of_experts_with_grouped_query_attention(tmp_path):
+    "Qwen3-MoE shaped (the 30B-A3B base's kinds, tiny): padding-free micro-batch 8 against padded micro-batch 2 x 4."
+    base = tiny_base(tmp_path, 'qwen3_moe')
+    path = mix(tmp_path, 8, base=base)
+    _, loss0, g0 = run(tmp_path, 'plain', path, optim(), base, 'qwen3_moe')
+    _, loss1, g1 = run(tmp_path, 'fast', path, optim(micro_batch=8, grad_accum=1, padding_free=True), base, 'qwen3_moe')
+    assert loss0 == pytest.approx(loss1, rel=1e-5)
+    close(g0[0], g1[0])
+
+
+def test_nemotron_h_grouped_but_never_padding_free(tmp_path):
+    "Nemotron-H (Mamba, MoE, attention; tiny): grouped micro-batches of 4 equal micro-batch 1; padding-free is refused."
+    from rsi_repro.train import train_sft
+    base = tiny_base(tmp_path, 'nemotron_h')
+    path = mix(tmp_path, 8, base=base)
+    _, l1, g1 = run(tmp_path, 'm1', path, optim(micro_batch=1, grad_accum=8, steps=2, length_grouping=True), base, 'nemotron_h')
+    _, l4, g4 = run(tmp_path, 'm4', path, optim(micro_batch=4, grad_accum=2, steps=2, length_grouping=True), base, 'nemotron_h')
+    assert l1 == pytest.approx(l4, rel=1e-5)
+    close(g1[0], g4[0])
+    for a, b in zip(g1[1:], g4[1:]): close(a, b, 5e-3)
+    with pytest.raises(ValueError, match="Mamba state"):
+        train_sft(base, 'nemotron_h', path, Lora(r=8, alpha=16), optim(padding_free=True), tmp_path / 'pf', tag='pf', report_to=[])
+
+
+def test_bf16_lora_inputs_are_the_same_computation_under_autocast():
+    """Under bf16 autocast the LoRA branch computes in bf16 whether or not its input is first up-cast to fp32 (PEFT's
+    default): the gradients are bit-identical; both match an fp32 run within bf16's tolerance."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from rsi_repro.train import lora_bf16_inputs
+    torch.manual_seed(0)
+    ids = torch.randint(2, 2000, (4, 48))
+
+    def grads(dtype, autocast, plain_inputs):
+        torch.manual_seed(1)
+        base = AutoModelForCausalLM.from_pretrained(BASE.base, dtype=dtype)
+        net = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, target_modules=['q_proj', 'v_proj', 'o_proj'], init_lora_weights=False))
+        if plain_inputs: assert lora_bf16_inputs(net) == 6 * 3
+        with torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
+            loss = net(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.item(), {n: p.grad.float() for n, p in net.named_parameters() if p.requires_grad}
+
+    l_cast, g_cast = grads(torch.bfloat16, True, False)
+    l_bf16, g_bf16 = grads(torch.bfloat16, True, True)
+    l_fp32, g_fp32 = grads(torch.float32, False, False)
+    assert l_cast == l_bf16 and all(torch.equal(g_cast[k], g_bf16[k]) for k in g_cast)
+    assert l_bf16 == pytest.approx(l_fp32, rel=1e-2)
+    for k in g_fp32:
+        err = (g_bf16[k] - g_fp32[k]).norm() / g_fp32[k].norm()
+        assert err < 5e-2, (k, err.item())
+
+
+def test_micro_batch_fit_without_cuda_keeps_the_profiles_split(tmp_path):
+    if torch.cuda.is_available(): pytest.skip('measures on the GPU there')
+    path = mix(tmp_path, 4)
+    ev, *_ = run(tmp_path, 'fit', path, optim(micro_batch=2, grad_accum=2, micro_batch_fit=True, activation_checkpointing='auto'))
+    assert (ev['micro_batch'], ev['grad_accum'], ev['activation_checkpointing']) == (2, 2, False)
+    assert ev['fit'] == {'skipped': 'no CUDA device'}
+
+
+def test_micro_batch_fit_refuses_several_processes(tmp_path, monkeypatch):
+    from rsi_repro.train import resolve_split
+    monkeypatch.setenv('WORLD_SIZE', '2')
+    with pytest.raises(ValueError, match="measures one GPU"):
+        resolve_split(None, None, None, [1], optim(micro_batch_fit=True), 0, 1)
+
+
+def test_the_profile_refuses_what_cannot_work(tmp_path):
+    import yaml
+    prof = yaml.safe_load((ROOT / 'configs/nemotron.yaml').read_text())
+    def load(edit):
+        p = json.loads(json.dumps(prof)); edit(p)
+        (tmp_path / 'p.yaml').write_text(yaml.safe_dump(p))
+        return load_profile(tmp_path / 'p.yaml', check_files=False)
+    with pytest.raises(ProfileError, match="rounds.optim.padding_free: nemotron_h has Mamba layers"):
+        load(lambda p: p['rounds']['optim'].update(padding_free=True, length_grouping=False))
+    with pytest.raises(ProfileError, match="dpo.optim: micro_batch_fit and padding_free are implemented for SFT stages only"):
+        load(lambda p: p['dpo']['optim'].update(micro_batch_fit=True))
+
+
+@pytest.mark.gpu
+def test_micro_batch_fit_on_a_gpu_starts_from_the_same_weights(tmp_path):
+    "On a GPU the fit measures splits, then trains from the weights it started with: the first step equals a plain run's."
+    path = mix(tmp_path, 16)
+    fast = optim(micro_batch=2, grad_accum=8, steps=2, bf16=True, micro_batch_fit=True, activation_checkpointing='auto',
+                 length_grouping=True, lora_compute='bf16')
+    ev, losses, grads = run(tmp_path, 'fit', path, fast)
+    assert ev['micro_batch'] * ev['grad_accum'] == 16 and ev['activation_checkpointing'] is False
+    assert ev['fit']['candidates'][0]['micro_batch'] == 16 and all(r['peak_gib'] for r in ev['fit']['candidates'] if r['seconds_per_step'])
+    plain = optim(micro_batch=ev['micro_batch'], grad_accum=ev['grad_accum'], steps=2, bf16=True, length_grouping=True)
+    _, losses0, grads0 = run(tmp_path, 'plain', path, plain)
+    assert losses == pytest.approx(losses0, rel=1e-3)
+
+
+@pytest.mark.parametrize('arch', ['qwen3_moe', 'nemotron_h'])
+def test_lean_experts_compute_exactly_what_grouped_mm_does(tmp_path, arch):
+    "The mixture-of-experts layers without transformers' expert-parallel masks: bit-identical loss and gradients."
+    from transformers import AutoModelForCausalLM
+    from rsi_repro.train import LEAN_EXPERTS, use_lean_experts
+    model = AutoModelForCausalLM.from_pretrained(tiny_base(tmp_path, arch).base)
+    ids = torch.randint(2, 2000, (3, 40))
+    def run():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss; loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    assert model.config._experts_implementation == 'grouped_mm'
+    loss0, g0 = run()
+    assert use_lean_experts(model) and model.config._experts_implementation == LEAN_EXPERTS
+    loss1, g1 = run()
+    assert loss0 == loss1 and g0.keys() == g1.keys() and all(torch.equal(g0[k], g1[k]) for k in g0)
