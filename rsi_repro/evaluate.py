@@ -19,6 +19,7 @@ from .instruments.prompts import (MULTI_TURN_LENGTH, default_prompt_path, load_p
                                            multi_turn_messages, prompt_set_from_rows)
 from .instruments.text import audit_termination, generation_table, per_prompt, rate_se, summarise
 from .instruments.chat import score_code, score_multi_turn, score_open_chat
+from .instruments.wide_chat import score_wide_chat
 from .instruments.safety import score_safety, write_adjudication_sheet
 from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_rows_from_prompt_set,
                                         score_math)
@@ -29,11 +30,11 @@ __all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'EV
            'Setting', 'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
            'generations_dir', 'pool_prompts', 'score_if', 'corpus_documents', 'math_problems', 'math_dir',
            'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
-           'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'ifeval_prompts',
-           'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'validate_evals', 'eval_checkpoints', 'eval_instruments',
-           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes',
-           'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview',
-           'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
+           'eval_wide_chat', 'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument',
+           'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'validate_evals', 'eval_checkpoints',
+           'eval_instruments', 'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes',
+           'load_outcomes', 'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements',
+           'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
            'ifbench_not_scored', 'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c004
@@ -46,7 +47,7 @@ class Setting:
 def _n_setting(what: str) -> Setting: return Setting(None, f"{what} read (null: all); a subset interleaves families")
 def _prompts_setting(kind: str) -> Setting: return Setting(None, f"prompt-set JSONL (null: data/prompts/{kind}.jsonl)")
 
-SINGLE_TURN_SETS = ('h6', 'probe2', 'math', 'code', 'open_chat', 'safety')
+SINGLE_TURN_SETS = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'safety')
 
 SETTINGS: dict[str, dict[str, Setting]] = {
     'h6': {'n': _n_setting('prompts'), 'pool': Setting(None, "pool JSONL (null: <run_dir>/pools/h6.jsonl)")},
@@ -57,6 +58,7 @@ SETTINGS: dict[str, dict[str, Setting]] = {
              'primary': Setting('loose', "the comparison that becomes `passed`: loose or strict")},
     'code': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('code')},
     'open_chat': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('open_chat')},
+    'wide_chat': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('wide_chat')},
     'termination': {'sets': Setting(('open_chat', 'code'), f"generation sets audited, among {SINGLE_TURN_SETS}")},
     'multi_turn': {'n': _n_setting('conversations'), 'prompts': _prompts_setting('multi_turn')},
     'safety': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('safety')},
@@ -310,10 +312,10 @@ def math_dir(out_dir: str | Path) -> Path:
     return Path(out_dir).parent / 'math_problems'
 
 def generation_set(profile: Profile, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:
-    "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat or safety."
+    "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat, wide_chat or safety."
     if name in ('h6', 'probe2'): prompts = _pool_set(profile, name); text = prompts['prompt']
     elif name == 'math': prompts = math_problems(profile, math_dir(out_dir))[0]; text = prompts['question'].map(math_prompt)
-    elif name in ('code', 'open_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
+    elif name in ('code', 'open_chat', 'wide_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
     else: raise KeyError(f"unknown generation set {name!r}; known: {SINGLE_TURN_SETS}")
     return prompts, [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], text)]
 
@@ -344,6 +346,10 @@ def eval_code(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFram
 def eval_open_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Open chat: answer-usable rate and mean answer length per family."
     return score_open_chat(*answers(profile, model, out_dir, 'open_chat'))
+
+def eval_wide_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "The wide open-chat battery (a regression guard): answer-usable rate and mean answer length per family."
+    return score_wide_chat(*answers(profile, model, out_dir, 'wide_chat'))
 
 def eval_termination(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Termination and tool-leak audit over the configured generation sets (ids and families prefixed by the set)."
@@ -409,6 +415,7 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('math', eval_math, _prompt_file('math'), "decontaminated math, strict and loose"),
     Instrument('code', eval_code, _prompt_file('code'), "code prompts stop cleanly"),
     Instrument('open_chat', eval_open_chat, _prompt_file('open_chat'), "open chat answer-usable"),
+    Instrument('wide_chat', eval_wide_chat, _prompt_file('wide_chat'), "the wide open-chat battery, a regression guard"),
     Instrument('termination', eval_termination, _termination_files, "stops properly, no tool-call text"),
     Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn"),
     Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], adjudication_sheet(d, ck.identity)],

@@ -12,7 +12,7 @@ from rsi_repro.io import read_jsonl, write_jsonl
 from rsi_repro.pools import build_pools, write_pool
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'termination': 5, 'multi_turn': 2, 'safety': 2,
+SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'wide_chat': 2, 'termination': 5, 'multi_turn': 2, 'safety': 2,
          'ifeval': 2, 'ifbench': 3}
 
 
@@ -31,7 +31,7 @@ def run(tmp_path_factory):
              'h6': {'n': SIZES['h6'], 'pool': str(tmp / 'pools/h6.jsonl')},
              'probe2': {'n': SIZES['probe2'], 'pool': str(tmp / 'pools/probe2.jsonl')},
              'math': {'sources': [{'source': 'data/prompts/math.jsonl', 'kind': 'prompt_set', 'take': SIZES['math']}]},
-             'code': {'n': SIZES['code']}, 'open_chat': {'n': SIZES['open_chat']},
+             'code': {'n': SIZES['code']}, 'open_chat': {'n': SIZES['open_chat']}, 'wide_chat': {'n': SIZES['wide_chat']},
              'multi_turn': {'n': SIZES['multi_turn']}, 'safety': {'n': SIZES['safety']},
              'ifeval': {'n': SIZES['ifeval'], 'prompts': 'data/prompts/ifeval_sample.jsonl'}, 'ifbench': {'n': SIZES['ifbench']}}
     profile = tiny_profile(evals, max_new_tokens=16)
