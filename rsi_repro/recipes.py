@@ -17,8 +17,9 @@ from .train import is_current, train_dpo, train_sft
 
 # %% auto #0
 __all__ = ['stage_adapter', 'rounds_dir', 'arm_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'audit_prompts',
-           'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'arm_warm_start',
-           'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage', 'grid_stage']
+           'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'mix_target_report',
+           'arm_warm_start', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage',
+           'grid_stage']
 
 # %% ../nbs/35_recipes.ipynb #c005
 def stage_adapter(profile: Profile, stage: str) -> Path:
@@ -184,7 +185,15 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
     out = stage_dir / 'adapter'
     ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
                    tag='repair', warm_start=str(parent) if parent else None, report_to=report_to)
-    return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out)}
+    target = mix_target_report(cfg.mix_target, rr['mix'].path, ev, stage_dir / 'mix_target.csv')
+    return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out), 'mix_target': target}
+
+def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_csv: str | Path) -> 'pd.DataFrame':
+    "The stage's mix (and training run) against the profile's `mix_target`, counted from the mix file; written to `out_csv`."
+    from rsi_repro.mix_targets import mix_report, write_mix_report
+    report = mix_report(target, mix_path, evidence or None)
+    write_mix_report(report, out_csv)
+    return report
 
 # %% ../nbs/35_recipes.ipynb #c018
 def arm_warm_start(profile: Profile, arm) -> str:
@@ -259,7 +268,18 @@ def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[st
                            'wall_seconds': evidence[a.name]['wall_seconds'], 'dataset_sha256': evidence[a.name]['dataset_sha256'][:12]}
                           for a in r.arms if a.name in evidence])
     table.to_csv(Path(stage_dir) / 'arms.csv', index=False)
-    return {'mixes': mixes, 'arms': table}
+    champ = next(a for a in r.arms if a.name == r.champion_name)
+    champ_mix = mixes[(champ.pool, champ.mix)]['mix'].path
+    champ_ev = evidence.get(champ.name) or _evidence_of(arm_adapter(stage_dir, champ.name), champ_mix)
+    target = mix_target_report(r.mix_target, champ_mix, champ_ev, Path(stage_dir) / 'mix_target.csv')
+    return {'mixes': mixes, 'arms': table, 'mix_target': target}
+
+def _evidence_of(adapter: Path, mix_path: str | Path) -> dict | None:
+    "The evidence of an adapter trained earlier on this very mix (None: no adapter, or one trained on another mix)."
+    from rsi_repro.io import sha256_file
+    path = Path(adapter) / 'training_evidence.json'
+    ev = json.loads(path.read_text()) if path.exists() else None
+    return ev if ev and ev.get('dataset_sha256') == sha256_file(mix_path) else None
 
 # %% ../nbs/35_recipes.ipynb #c020
 def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
