@@ -14,6 +14,7 @@ from .corpora import binarize, chat_messages, check_disjoint, read_band, write_s
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
 from .train import is_current, train_dpo, train_sft
+from .trained_on import repair_mix_path, round_mix_path
 
 # %% auto #0
 __all__ = ['stage_adapter', 'rounds_dir', 'arm_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'audit_prompts',
@@ -180,7 +181,7 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
     parent = resolve_checkpoint(profile, cfg.warm_start)
     model = ModelRef.from_profile(profile, parent)
     pool = read_run_pool(profile, cfg.pool)
-    rr = rejection_round(pool, model, profile.serving, cfg.sampling, stage_dir / 'sampling', load_tokenizer(model),
+    rr = rejection_round(pool, model, profile.serving, cfg.sampling, repair_mix_path(stage_dir).parent, load_tokenizer(model),
                          cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
     out = stage_dir / 'adapter'
     ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
@@ -226,7 +227,7 @@ def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
     for pool_name in sorted({a.pool for a in r.arms}):
         pool = read_run_pool(profile, pool_name)
         for draws, mix in ((1, 'single'), (2, 'double')):
-            rr = rejection_round(pool, model, profile.serving, r.sampling, Path(stage_dir) / 'mixes' / pool_name, tok,
+            rr = rejection_round(pool, model, profile.serving, r.sampling, round_mix_path(stage_dir, pool_name, mix).parent, tok,
                                  r.optim.seq_len, draws=draws, pool_name=pool_name)
             out[(pool_name, mix)] = rr
     return out
@@ -238,7 +239,7 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     r = profile.rounds
     arm = next(a for a in r.arms if a.name == arm_name)
     warm = resolve_checkpoint(profile, arm_warm_start(profile, arm))
-    mix = Path(stage_dir) / 'mixes' / arm.pool / f"mix_x{1 if arm.mix == 'single' else 2}.npz"
+    mix = round_mix_path(stage_dir, arm.pool, arm.mix)
     out = arm_adapter(stage_dir, arm.name)
     if is_current(out, mix, str(warm) if warm else None, r.lora, r.optim, ModelRef.from_profile(profile),
                   steps=arm.steps, seed=arm.seed, lr=arm.lr or r.optim.lr):

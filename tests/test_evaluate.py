@@ -17,8 +17,8 @@ SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'wide_chat'
 
 
 def tiny_profile(evals: dict, **serving):
-    p = load_profile(ROOT / 'configs/tiny.yaml')
-    return dataclasses.replace(p, evals=evals, serving=dataclasses.replace(p.serving, **serving))
+    p = load_profile(ROOT / 'configs/tiny.yaml')   # without the repair and rounds stages, whose mixes are not written here
+    return dataclasses.replace(p, evals=evals, serving=dataclasses.replace(p.serving, **serving), repair=None, rounds=None)
 
 
 @pytest.fixture(scope='module')
@@ -98,7 +98,7 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
         {'id': 'own-1', 'family': 'free', 'question': 'A farmer has 12 hens and buys 7 more. How many hens now?', 'answer': '#### 19'},
         {'id': 'planted', 'family': 'free', 'question': f'Read this: {planted} How many words are above?', 'answer': '#### 3'},
         {'id': 'near-miss', 'family': 'free', 'question': f'Read this: {near_miss} How many words are above?', 'answer': '#### 3'}])
-    p = dataclasses.replace(profile, evals={'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}})
+    p = dataclasses.replace(profile, evals={'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}}, repair=None, rounds=None)
     kept, dropped = ev.math_problems(p, tmp_path / 'math_problems')
     assert kept.id.tolist() == ['own-1', 'near-miss']
     assert dropped.id.tolist() == ['planted']
