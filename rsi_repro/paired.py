@@ -17,7 +17,7 @@ from .stats import ALL, OutcomeError, compare, load_outcomes
 
 # %% auto #0
 __all__ = ['LENGTH', 'PAIRED_COLUMNS', 'paired_families', 'RegressionRule', 'family_regressions', 'paired_read', 'headline',
-           'paired_reads', 'read_pair_files', 'write_paired_read']
+           'plot_length_deltas', 'paired_reads', 'read_pair_files', 'write_paired_read']
 
 # %% ../nbs/24_paired.ipynb #c005
 LENGTH = 'new_tokens'
@@ -81,6 +81,29 @@ def headline(read: pd.DataFrame) -> pd.DataFrame:
     return top.assign(regressions=[said.get(i, '') for i in top.index])
 
 # %% ../nbs/24_paired.ipynb #c020
+def plot_length_deltas(read: pd.DataFrame,   # a `paired_read` table (or one candidate's from `paired_reads`)
+                       instrument: str,       # which instrument's families to draw
+                       ax=None, title: str | None = None):
+    "Horizontal bars of each family's mean answer-length change (candidate - parent), labelled parent -> candidate."
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    t = read[read['instrument'] == instrument]
+    if t.empty or t['length_delta'].isna().all(): raise ValueError(f"no answer lengths for instrument {instrument!r} in this table")
+    fam = t[t['family'] != ALL].sort_values('length_delta').reset_index(drop=True)
+    if ax is None: _, ax = plt.subplots(figsize=(6, 0.35 * len(fam) + 1.2))
+    sns.barplot(data=fam, x='length_delta', y='family', hue=fam['length_delta'] >= 0, palette={True: '#4c72b0', False: '#dd8452'},
+                dodge=False, legend=False, ax=ax)
+    for i, r in fam.iterrows():
+        ax.annotate(f"{r['length_a']:.0f} -> {r['length_b']:.0f}", (r['length_delta'], i), xytext=(4 if r['length_delta'] >= 0 else -4, 0),
+                    textcoords='offset points', va='center', ha='left' if r['length_delta'] >= 0 else 'right', fontsize=8)
+    overall = t[t['family'] == ALL].iloc[0]
+    ax.axvline(overall['length_delta'], color='0.2', ls='--', lw=1,
+               label=f"overall {overall['length_a']:.1f} -> {overall['length_b']:.1f} ({overall['length_delta']:+.1f})")
+    ax.axvline(0, color='0.5', lw=0.8); ax.legend(loc='best', fontsize=8)
+    ax.set_xlabel('mean new tokens, candidate - parent'); ax.set_title(title or instrument)
+    return ax
+
+# %% ../nbs/24_paired.ipynb #c023
 def paired_reads(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: {instrument: (outcomes, summary)}}
                  parents: Mapping[str, str | None],           # {checkpoint: its parent, None for the base}
                  rule: RegressionRule = RegressionRule(),
@@ -94,7 +117,7 @@ def paired_reads(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: {in
         out[ck] = t.assign(checkpoint=ck, parent=parent)[['checkpoint', 'parent', *PAIRED_COLUMNS]]
     return out
 
-# %% ../nbs/24_paired.ipynb #c023
+# %% ../nbs/24_paired.ipynb #c026
 def read_pair_files(a: Mapping[str, str | Path],   # {instrument: outcomes file of the parent or incumbent}
                     b: Mapping[str, str | Path],   # {instrument: outcomes file of the candidate}
                     a_name: str | None = None,     # keep only this checkpoint's rows of a's files

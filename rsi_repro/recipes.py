@@ -20,7 +20,7 @@ from .trained_on import repair_mix_path, round_mix_path
 __all__ = ['stage_adapter', 'rounds_dir', 'arm_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'audit_prompts',
            'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'mix_target_report',
            'arm_warm_start', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage',
-           'grid_stage']
+           'decide_paired_read', 'grid_stage']
 
 # %% ../nbs/35_recipes.ipynb #c005
 def stage_adapter(profile: Profile, stage: str) -> Path:
@@ -309,7 +309,24 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
     candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
     decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate)
     decision.write(Path(stage_dir) / 'decision.json')
-    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes}
+    paired = decide_paired_read(profile, stage_dir, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
+    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
+            'paired': paired}
+
+def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, incumbent_outcomes: dict,
+                       candidate_outcomes: dict, eval_stage: str = 'eval') -> 'pd.DataFrame':
+    "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
+    from rsi_repro.evaluate import INSTRUMENTS, result_paths
+    from rsi_repro.paired import paired_read, write_paired_read
+    from rsi_repro.stats import load_outcomes
+    def sources(ck, given):       # the rule's outcome files as the decision read them, the eval stage's for every other instrument
+        found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
+        return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
+    a, b = sources(incumbent, incumbent_outcomes), sources(candidate, candidate_outcomes)
+    read = paired_read({i: load_outcomes(*a[i]) for i in a if i in b}, {i: load_outcomes(*b[i]) for i in a if i in b})
+    read = read.assign(candidate=candidate, incumbent=incumbent)
+    write_paired_read(read, stage_dir)
+    return read
 
 def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
     "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."
