@@ -14,8 +14,8 @@ import yaml
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'LORA_COMPUTE',
            'PAIR_READ_SEED', 'ANNOTATORS', 'ProfileError', 'from_dict', 'Base', 'VLLMSettings', 'Serving', 'Lora',
-           'Optim', 'Band', 'Corpus', 'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds',
-           'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge',
+           'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm',
+           'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge',
            'load_profile', 'to_dict', 'canonical_json', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c005
@@ -220,6 +220,17 @@ class Corpus:
     revision: Optional[str] = None
     bands: tuple[Band, ...] = ()         # one band per epoch, disjoint
 
+# %% ../nbs/00_config.ipynb #c012n
+@dataclass(frozen=True)
+class MixTarget:
+    "Sizes the card states for a stage's mix; the stage reports what it reached beside each (null: no target)."
+    examples: Optional[int] = None           # rows of the mix, one example each
+    tokens: Optional[int] = None             # every token of the mix (prompts, template and answers)
+    supervised_tokens: Optional[int] = None  # the tokens the loss reads (assistant spans)
+    trained_tokens: Optional[int] = None     # tokens the training run consumed (the evidence's training_tokens)
+    def validate(self, where, p):
+        for k in ('examples', 'tokens', 'supervised_tokens', 'trained_tokens'): _positive(where, f"{p}.{k}", getattr(self, k))
+
 # %% ../nbs/00_config.ipynb #c014
 @dataclass(frozen=True)
 class SFTStage:
@@ -268,6 +279,7 @@ class RepairStage:
     lora: Lora
     optim: Optim
     warm_start: str = 'dpo'
+    mix_target: Optional[MixTarget] = None   # the card's size of the repair mix, reported beside what was reached
 
 @dataclass(frozen=True)
 class Arm:
@@ -292,6 +304,7 @@ class Rounds:
     champion: Optional[str] = None       # the arm that is promoted and that 'champion' warm starts mean (default: the first arm)
     executor: str = 'local'              # 'local' or 'slurm' (submitit)
     slurm: dict[str, Any] = field(default_factory=dict)
+    mix_target: Optional[MixTarget] = None   # the card's size of the champion arm's mix and training run, reported beside what was reached
     @property
     def champion_name(self) -> str: return self.champion or self.arms[0].name
     def validate(self, where, p):

@@ -19,22 +19,24 @@ from .instruments.prompts import (MULTI_TURN_LENGTH, default_prompt_path, load_p
                                            multi_turn_messages, prompt_set_from_rows)
 from .instruments.text import audit_termination, generation_table, per_prompt, rate_se, summarise
 from .instruments.chat import score_code, score_multi_turn, score_open_chat
+from .instruments.wide_chat import score_wide_chat
 from .instruments.safety import score_safety, write_adjudication_sheet
 from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_rows_from_prompt_set,
                                         score_math)
-from .instruments.decontam import SHINGLE, decontaminate
+from .instruments.decontam import SHINGLE, decontaminate, decontaminate_each
+from .trained_on import RECORD as DECONTAM_RECORD, decontam_record, training_corpora, training_documents
 
 # %% auto #0
 __all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'EVALS_KEYS', 'OUTCOME_FRONT', 'SCORER_MODULES',
            'Setting', 'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
-           'generations_dir', 'pool_prompts', 'score_if', 'corpus_documents', 'math_problems', 'math_dir',
-           'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
-           'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'ifeval_prompts',
-           'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'validate_evals', 'eval_checkpoints', 'eval_instruments',
-           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes',
-           'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview',
-           'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
-           'ifbench_not_scored', 'math_decontam_report']
+           'generations_dir', 'pool_prompts', 'score_if', 'math_problems', 'math_dir', 'generation_set', 'answers',
+           'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'eval_termination',
+           'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts',
+           'eval_ifeval', 'eval_ifbench', 'validate_evals', 'eval_checkpoints', 'eval_instruments', 'result_paths',
+           'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary',
+           'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview', 'overview_table',
+           'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent', 'ifbench_not_scored',
+           'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class Setting:
 def _n_setting(what: str) -> Setting: return Setting(None, f"{what} read (null: all); a subset interleaves families")
 def _prompts_setting(kind: str) -> Setting: return Setting(None, f"prompt-set JSONL (null: data/prompts/{kind}.jsonl)")
 
-SINGLE_TURN_SETS = ('h6', 'probe2', 'math', 'code', 'open_chat', 'safety')
+SINGLE_TURN_SETS = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'safety')
 
 SETTINGS: dict[str, dict[str, Setting]] = {
     'h6': {'n': _n_setting('prompts'), 'pool': Setting(None, "pool JSONL (null: <run_dir>/pools/h6.jsonl)")},
@@ -57,6 +59,7 @@ SETTINGS: dict[str, dict[str, Setting]] = {
              'primary': Setting('loose', "the comparison that becomes `passed`: loose or strict")},
     'code': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('code')},
     'open_chat': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('open_chat')},
+    'wide_chat': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('wide_chat')},
     'termination': {'sets': Setting(('open_chat', 'code'), f"generation sets audited, among {SINGLE_TURN_SETS}")},
     'multi_turn': {'n': _n_setting('conversations'), 'prompts': _prompts_setting('multi_turn')},
     'safety': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('safety')},
@@ -214,25 +217,6 @@ def _source_problems(profile: Profile, src: Mapping, i: int) -> pd.DataFrame:
         if src.get('config'): df['id'] = f"{kind}/{src['config']}:" + df['id'].str.split(':', n=1).str[1]
     return df.assign(source_index=i)
 
-def corpus_documents(profile: Profile, tokenizer, batch: int = 512):
-    "{corpus name: (token arrays streamed once, row index of each document)} for every SFT corpus band trained on."
-    import numpy as np
-    from rsi_repro.corpora import chat_messages, read_band
-    out = {}
-    for c in (profile.sft.corpora if profile.sft else ()):
-        rows_of: list[int] = []
-        def docs(c=c, rows_of=rows_of):
-            for band in c.bands:
-                rows = read_band(c, band, profile.root)
-                for k in range(0, len(rows), batch):
-                    chunk = rows[k:k + batch]
-                    texts = ['\n'.join(m['content'] for m in chat_messages(r, f"corpus {c.name} ({c.source}) row {r['_row']}"))
-                             for r in chunk]
-                    for r, ids in zip(chunk, tokenizer(texts, add_special_tokens=False)['input_ids']):
-                        rows_of.append(int(r['_row'])); yield np.asarray(ids, dtype=np.int64)
-        out[c.name] = (docs(), rows_of)
-    return out
-
 DROPPED_COLUMNS = ['id', 'corpus', 'corpus_row', 'doc', 'doc_offset', 'query_offset', 'n_matches', 'shingle_tokens',
                    'shingle_text', 'question', 'source_row']
 
@@ -241,7 +225,7 @@ def _math_plan(profile: Profile, s: dict, tokenizer_id: str) -> dict:
     for src in s['sources']:
         p = profile.resolve(src['source']) if isinstance(src, Mapping) and 'source' in src else None
         if p is not None and p.exists() and p.is_file(): files[str(src['source'])] = sha256_file(p)
-    corpora = [to_dict(c) for c in profile.sft.corpora] if profile.sft else []
+    corpora = [to_dict(c) for c in training_corpora(profile)]   # stage-1 bands, DPO pairs, repair and round mixes
     return {'sources': [dict(x) for x in s['sources']], 'source_sha256': files, 'n': s['n'],
             'shingle_tokens': s['shingle_tokens'], 'corpora': corpora, 'tokenizer': tokenizer_id}
 
@@ -255,12 +239,13 @@ def math_problems(profile: Profile,
     cache = Path(cache_dir)
     ref = ModelRef.from_profile(profile)
     plan = _math_plan(profile, s, base_identity(ref.base, ref.revision))
-    files = {k: cache / f for k, f in (('plan', 'plan.json'), ('problems', 'problems.jsonl'), ('dropped', 'decontam_dropped.jsonl'))}
+    files = {k: cache / f for k, f in (('plan', 'plan.json'), ('problems', 'problems.jsonl'), ('dropped', 'decontam_dropped.jsonl'),
+                                       ('record', DECONTAM_RECORD))}
     if files['plan'].exists():
         if json.loads(files['plan'].read_text()) != json.loads(json.dumps(plan)):
             raise ValueError(f"{cache}: holds a math problem set built under other settings (sources, n, shingle, corpora "
                              f"or tokenizer differ); delete the folder to rebuild it, and the math outcomes that used it")
-        if files['problems'].exists() and files['dropped'].exists():
+        if files['problems'].exists() and files['dropped'].exists() and files['record'].exists():
             return pd.DataFrame(read_jsonl(files['problems'])), pd.DataFrame(read_jsonl(files['dropped']), columns=DROPPED_COLUMNS)
     cands = pd.concat([_source_problems(profile, src, i) for i, src in enumerate(s['sources'])], ignore_index=True)
     dup = cands['id'][cands['id'].duplicated()]
@@ -270,12 +255,14 @@ def math_problems(profile: Profile,
         tokenizer = load_tokenizer(ref)
     import numpy as np
     q_tokens = [np.asarray(t, dtype=np.int64) for t in tokenizer(cands['question'].tolist(), add_special_tokens=False)['input_ids']]
-    corpora = corpus_documents(profile, tokenizer)
+    trained = training_corpora(profile)
+    corpora = training_documents(profile, tokenizer, trained)
     if corpora:
-        kept, dropped = decontaminate(cands, q_tokens, {k: d for k, (d, _) in corpora.items()}, s['shingle_tokens'], tokenizer)
+        kept, dropped, hits = decontaminate_each(cands, q_tokens, {k: d for k, (d, _) in corpora.items()}, s['shingle_tokens'], tokenizer)
         dropped['corpus_row'] = [corpora[c][1][d] for c, d in zip(dropped['corpus'], dropped['doc'])]
     else:
         kept, dropped = cands.assign(n_shingles=[max(0, len(t) - s['shingle_tokens'] + 1) for t in q_tokens]), pd.DataFrame(columns=DROPPED_COLUMNS)
+        hits = pd.DataFrame(columns=['corpus'])
     dropped = dropped.merge(cands[['id', 'question', 'source_row']], on='id', how='left').reindex(columns=DROPPED_COLUMNS)
     takes = {i: src.get('take') for i, src in enumerate(s['sources'])}
     kept = pd.concat([g if takes[i] is None else g.iloc[:takes[i]] for i, g in kept.groupby('source_index', sort=True)])
@@ -289,6 +276,7 @@ def math_problems(profile: Profile,
     kept = kept.reset_index(drop=True)[['id', 'family', 'question', 'gold', 'source_row', 'n_shingles']]
     write_jsonl(files['problems'], json.loads(kept.to_json(orient='records')))
     write_jsonl(files['dropped'], json.loads(dropped.to_json(orient='records')))
+    atomic_write_text(files['record'], json.dumps(decontam_record(trained, hits), indent=1))
     atomic_write_text(files['plan'], json.dumps(plan, indent=1, sort_keys=True))
     return kept, dropped
 
@@ -310,10 +298,10 @@ def math_dir(out_dir: str | Path) -> Path:
     return Path(out_dir).parent / 'math_problems'
 
 def generation_set(profile: Profile, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:
-    "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat or safety."
+    "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat, wide_chat or safety."
     if name in ('h6', 'probe2'): prompts = _pool_set(profile, name); text = prompts['prompt']
     elif name == 'math': prompts = math_problems(profile, math_dir(out_dir))[0]; text = prompts['question'].map(math_prompt)
-    elif name in ('code', 'open_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
+    elif name in ('code', 'open_chat', 'wide_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
     else: raise KeyError(f"unknown generation set {name!r}; known: {SINGLE_TURN_SETS}")
     return prompts, [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], text)]
 
@@ -344,6 +332,10 @@ def eval_code(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFram
 def eval_open_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Open chat: answer-usable rate and mean answer length per family."
     return score_open_chat(*answers(profile, model, out_dir, 'open_chat'))
+
+def eval_wide_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "The wide open-chat battery (a regression guard): answer-usable rate and mean answer length per family."
+    return score_wide_chat(*answers(profile, model, out_dir, 'wide_chat'))
 
 def eval_termination(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Termination and tool-leak audit over the configured generation sets (ids and families prefixed by the set)."
@@ -409,6 +401,7 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('math', eval_math, _prompt_file('math'), "decontaminated math, strict and loose"),
     Instrument('code', eval_code, _prompt_file('code'), "code prompts stop cleanly"),
     Instrument('open_chat', eval_open_chat, _prompt_file('open_chat'), "open chat answer-usable"),
+    Instrument('wide_chat', eval_wide_chat, _prompt_file('wide_chat'), "the wide open-chat battery, a regression guard"),
     Instrument('termination', eval_termination, _termination_files, "stops properly, no tool-call text"),
     Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn"),
     Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], adjudication_sheet(d, ck.identity)],

@@ -14,11 +14,13 @@ from .corpora import binarize, chat_messages, check_disjoint, read_band, write_s
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
 from .train import is_current, train_dpo, train_sft
+from .trained_on import repair_mix_path, round_mix_path
 
 # %% auto #0
 __all__ = ['stage_adapter', 'rounds_dir', 'arm_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'audit_prompts',
-           'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'arm_warm_start',
-           'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage', 'grid_stage']
+           'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'mix_target_report',
+           'arm_warm_start', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage',
+           'decide_paired_read', 'grid_stage']
 
 # %% ../nbs/35_recipes.ipynb #c005
 def stage_adapter(profile: Profile, stage: str) -> Path:
@@ -179,12 +181,20 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
     parent = resolve_checkpoint(profile, cfg.warm_start)
     model = ModelRef.from_profile(profile, parent)
     pool = read_run_pool(profile, cfg.pool)
-    rr = rejection_round(pool, model, profile.serving, cfg.sampling, stage_dir / 'sampling', load_tokenizer(model),
+    rr = rejection_round(pool, model, profile.serving, cfg.sampling, repair_mix_path(stage_dir).parent, load_tokenizer(model),
                          cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
     out = stage_dir / 'adapter'
     ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
                    tag='repair', warm_start=str(parent) if parent else None, report_to=report_to)
-    return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out)}
+    target = mix_target_report(cfg.mix_target, rr['mix'].path, ev, stage_dir / 'mix_target.csv')
+    return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out), 'mix_target': target}
+
+def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_csv: str | Path) -> 'pd.DataFrame':
+    "The stage's mix (and training run) against the profile's `mix_target`, counted from the mix file; written to `out_csv`."
+    from rsi_repro.mix_targets import mix_report, write_mix_report
+    report = mix_report(target, mix_path, evidence or None)
+    write_mix_report(report, out_csv)
+    return report
 
 # %% ../nbs/35_recipes.ipynb #c018
 def arm_warm_start(profile: Profile, arm) -> str:
@@ -217,7 +227,7 @@ def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
     for pool_name in sorted({a.pool for a in r.arms}):
         pool = read_run_pool(profile, pool_name)
         for draws, mix in ((1, 'single'), (2, 'double')):
-            rr = rejection_round(pool, model, profile.serving, r.sampling, Path(stage_dir) / 'mixes' / pool_name, tok,
+            rr = rejection_round(pool, model, profile.serving, r.sampling, round_mix_path(stage_dir, pool_name, mix).parent, tok,
                                  r.optim.seq_len, draws=draws, pool_name=pool_name)
             out[(pool_name, mix)] = rr
     return out
@@ -229,7 +239,7 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     r = profile.rounds
     arm = next(a for a in r.arms if a.name == arm_name)
     warm = resolve_checkpoint(profile, arm_warm_start(profile, arm))
-    mix = Path(stage_dir) / 'mixes' / arm.pool / f"mix_x{1 if arm.mix == 'single' else 2}.npz"
+    mix = round_mix_path(stage_dir, arm.pool, arm.mix)
     out = arm_adapter(stage_dir, arm.name)
     if is_current(out, mix, str(warm) if warm else None, r.lora, r.optim, ModelRef.from_profile(profile),
                   steps=arm.steps, seed=arm.seed, lr=arm.lr or r.optim.lr):
@@ -259,7 +269,18 @@ def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[st
                            'wall_seconds': evidence[a.name]['wall_seconds'], 'dataset_sha256': evidence[a.name]['dataset_sha256'][:12]}
                           for a in r.arms if a.name in evidence])
     table.to_csv(Path(stage_dir) / 'arms.csv', index=False)
-    return {'mixes': mixes, 'arms': table}
+    champ = next(a for a in r.arms if a.name == r.champion_name)
+    champ_mix = mixes[(champ.pool, champ.mix)]['mix'].path
+    champ_ev = evidence.get(champ.name) or _evidence_of(arm_adapter(stage_dir, champ.name), champ_mix)
+    target = mix_target_report(r.mix_target, champ_mix, champ_ev, Path(stage_dir) / 'mix_target.csv')
+    return {'mixes': mixes, 'arms': table, 'mix_target': target}
+
+def _evidence_of(adapter: Path, mix_path: str | Path) -> dict | None:
+    "The evidence of an adapter trained earlier on this very mix (None: no adapter, or one trained on another mix)."
+    from rsi_repro.io import sha256_file
+    path = Path(adapter) / 'training_evidence.json'
+    ev = json.loads(path.read_text()) if path.exists() else None
+    return ev if ev and ev.get('dataset_sha256') == sha256_file(mix_path) else None
 
 # %% ../nbs/35_recipes.ipynb #c020
 def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
@@ -288,7 +309,24 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
     candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
     decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate)
     decision.write(Path(stage_dir) / 'decision.json')
-    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes}
+    paired = decide_paired_read(profile, stage_dir, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
+    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
+            'paired': paired}
+
+def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, incumbent_outcomes: dict,
+                       candidate_outcomes: dict, eval_stage: str = 'eval') -> 'pd.DataFrame':
+    "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
+    from rsi_repro.evaluate import INSTRUMENTS, result_paths
+    from rsi_repro.paired import paired_read, write_paired_read
+    from rsi_repro.stats import load_outcomes
+    def sources(ck, given):       # the rule's outcome files as the decision read them, the eval stage's for every other instrument
+        found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
+        return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
+    a, b = sources(incumbent, incumbent_outcomes), sources(candidate, candidate_outcomes)
+    read = paired_read({i: load_outcomes(*a[i]) for i in a if i in b}, {i: load_outcomes(*b[i]) for i in a if i in b})
+    read = read.assign(candidate=candidate, incumbent=incumbent)
+    write_paired_read(read, stage_dir)
+    return read
 
 def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
     "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."

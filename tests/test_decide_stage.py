@@ -70,6 +70,16 @@ def test_seal_then_decide_writes_the_decision(tmp_path):
         {"fam0": (7, 3, 67), "fam1": (7, 2, 67), "fam2": (6, 3, 66)}
     assert d["clauses"][2]["evidence"]["delta"] == pytest.approx(3 / 60)
     assert d["promote"] is True
+    # beside the verdict, every instrument read per family; on the rule's instruments its overall rows are the decision's numbers
+    import pandas as pd
+    read = pd.read_csv(tmp_path / "decide" / "paired.csv")
+    top = read[read.family == "(all)"].set_index("instrument")
+    assert sorted(top.index) == ["h6", "probe2"] and set(read.candidate) == {"stage4"} and set(read.incumbent) == {"stage3"}
+    for inst, numbers in d["comparisons"].items():
+        for k in ("n", "fixed", "lost", "tied", "tied_fail"): assert top.loc[inst, k] == numbers[k], (inst, k)
+        for k in ("delta", "p", "se", "rate_a", "rate_b"): assert top.loc[inst, k] == pytest.approx(numbers[k]), (inst, k)
+    assert sorted(read[read.instrument == "h6"].family) == ["(all)", "fam0", "fam1", "fam2"]
+    assert json.loads((tmp_path / "decide" / "paired_regressions.json").read_text())["regressions"] == []
 
 
 def test_decide_stage_fails_when_the_rule_was_edited_after_its_results(tmp_path):

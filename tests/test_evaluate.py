@@ -12,13 +12,13 @@ from rsi_repro.io import read_jsonl, write_jsonl
 from rsi_repro.pools import build_pools, write_pool
 
 ROOT = Path(__file__).resolve().parents[1]
-SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'termination': 5, 'multi_turn': 2, 'safety': 2,
+SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'wide_chat': 2, 'termination': 5, 'multi_turn': 2, 'safety': 2,
          'ifeval': 2, 'ifbench': 3}
 
 
 def tiny_profile(evals: dict, **serving):
-    p = load_profile(ROOT / 'configs/tiny.yaml')
-    return dataclasses.replace(p, evals=evals, serving=dataclasses.replace(p.serving, **serving))
+    p = load_profile(ROOT / 'configs/tiny.yaml')   # without the repair and rounds stages, whose mixes are not written here
+    return dataclasses.replace(p, evals=evals, serving=dataclasses.replace(p.serving, **serving), repair=None, rounds=None)
 
 
 @pytest.fixture(scope='module')
@@ -31,7 +31,7 @@ def run(tmp_path_factory):
              'h6': {'n': SIZES['h6'], 'pool': str(tmp / 'pools/h6.jsonl')},
              'probe2': {'n': SIZES['probe2'], 'pool': str(tmp / 'pools/probe2.jsonl')},
              'math': {'sources': [{'source': 'data/prompts/math.jsonl', 'kind': 'prompt_set', 'take': SIZES['math']}]},
-             'code': {'n': SIZES['code']}, 'open_chat': {'n': SIZES['open_chat']},
+             'code': {'n': SIZES['code']}, 'open_chat': {'n': SIZES['open_chat']}, 'wide_chat': {'n': SIZES['wide_chat']},
              'multi_turn': {'n': SIZES['multi_turn']}, 'safety': {'n': SIZES['safety']},
              'ifeval': {'n': SIZES['ifeval'], 'prompts': 'data/prompts/ifeval_sample.jsonl'}, 'ifbench': {'n': SIZES['ifbench']}}
     profile = tiny_profile(evals, max_new_tokens=16)
@@ -98,7 +98,7 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
         {'id': 'own-1', 'family': 'free', 'question': 'A farmer has 12 hens and buys 7 more. How many hens now?', 'answer': '#### 19'},
         {'id': 'planted', 'family': 'free', 'question': f'Read this: {planted} How many words are above?', 'answer': '#### 3'},
         {'id': 'near-miss', 'family': 'free', 'question': f'Read this: {near_miss} How many words are above?', 'answer': '#### 3'}])
-    p = dataclasses.replace(profile, evals={'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}})
+    p = dataclasses.replace(profile, evals={'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}}, repair=None, rounds=None)
     kept, dropped = ev.math_problems(p, tmp_path / 'math_problems')
     assert kept.id.tolist() == ['own-1', 'near-miss']
     assert dropped.id.tolist() == ['planted']

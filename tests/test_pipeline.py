@@ -37,8 +37,10 @@ rounds:
 pools: {{seed: 6, h6_size: 26, probe2_size: 13, rounds: {{r5: 32, r6: 32}}}}
 evals:
   checkpoints: [base, repair, v6141]
-  instruments: [h6, probe2, open_chat, termination]
+  instruments: [h6, probe2, math, open_chat, wide_chat, termination]
+  math: {{sources: [{{source: data/prompts/math.jsonl, kind: prompt_set, take: 4}}]}}
   open_chat: {{n: 8}}
+  wide_chat: {{n: 12}}
   termination: {{sets: [open_chat]}}
 stages:
   - {{name: serve, notebook: serve}}
@@ -113,6 +115,63 @@ def test_pair_read_and_soups_are_written_and_shown(profile_path, first_run):
     assert 'SCRIPTED READ' in (site / 'pair_read.html').read_text() and 'rel_error_mean' in (site / 'soups.html').read_text()
     report = (prof.run_dir / 'report/report.ipynb').read_text()
     assert 'Blinded pair read: repair vs v6141, SCRIPTED READ' in report and 'distance from the parents' in report
+
+
+def test_eval_reads_each_adapter_against_its_parent_on_every_instrument(profile_path, first_run):
+    "One paired table per adapter with an evaluated parent, every instrument, per family with lengths: the numbers the ladder pairs."
+    import pandas as pd
+    from rsi_repro.evaluate import find_outcomes
+    from rsi_repro.stats import paired
+    prof = load_profile(profile_path)
+    read = pd.read_csv(prof.run_dir / 'eval' / 'paired.csv')
+    assert set(read.checkpoint) == {'v6141'} and set(read.parent) == {'repair'}        # repair's parent (dpo) is not evaluated here
+    top = read[read.family == '(all)'].set_index('instrument')
+    assert list(top.index) == ['h6', 'probe2', 'math', 'open_chat', 'wide_chat', 'termination']
+    for inst in top.index:
+        p = paired(find_outcomes(prof.run_dir, 'repair', inst), find_outcomes(prof.run_dir, 'v6141', inst))
+        assert (top.loc[inst, 'fixed'], top.loc[inst, 'lost'], top.loc[inst, 'n']) == (p.fixed, p.lost, p.n), inst
+        assert top.loc[inst, 'p'] == pytest.approx(p.p) and top.loc[inst, 'length_a'] > 0, inst
+    wide = read[(read.instrument == 'wide_chat') & (read.family != '(all)')]
+    assert len(wide) == 12 and (wide.n == 1).all()                                     # one prompt of each family at n = 12
+    cells = json.loads((prof.run_dir / 'eval' / 'eval.ipynb').read_text())['cells']
+    outputs = lambda needle: [o for c in cells if needle in ''.join(c['source']) for o in c.get('outputs', [])]
+    assert ['### v6141 against repair'] in [o['data'].get('text/markdown') for o in outputs('paired_reads(') if 'data' in o]
+    assert any('image/png' in o.get('data', {}) for o in outputs('plot_length_deltas(read'))      # the battery's two plots
+
+
+def test_math_is_decontaminated_against_every_corpus_the_run_trains_on(profile_path, first_run):
+    from rsi_repro.trained_on import read_decontam_record
+    prof = load_profile(profile_path)
+    rec = read_decontam_record(prof.run_dir / 'eval' / 'math_problems')
+    assert rec[['corpus', 'kind']].values.tolist() == [
+        ['tulu3', 'sft'], ['smoltalk', 'sft'], ['ultrafeedback', 'dpo'], ['repair:sampling/mix_x1.npz', 'mix'],
+        ['rounds:mixes/r6/mix_x1.npz', 'mix'], ['rounds:mixes/r6/mix_x2.npz', 'mix']]
+    assert (rec.documents > 0).all() and (rec.tokens > 0).all()
+    assert rec.loc[rec.kind == 'mix', 'documents'].tolist() == [
+        json.loads((prof.run_dir / f).read_text())['examples'] for f in
+        ('repair/sampling/mix_x1.json', 'rounds/mixes/r6/mix_x1.json', 'rounds/mixes/r6/mix_x2.json')]
+
+
+def test_repair_and_rounds_report_their_mix_sizes_from_the_files(profile_path, first_run):
+    import pandas as pd
+    prof = load_profile(profile_path)
+    for stage, mix, adapter in (('repair', 'repair/sampling/mix_x1', 'repair/adapter'), ('rounds', 'rounds/mixes/r6/mix_x1', 'rounds/v6141/adapter')):
+        rep = pd.read_csv(prof.run_dir / stage / 'mix_target.csv', index_col='measure')
+        stats = json.loads((prof.run_dir / f'{mix}.json').read_text())
+        ev = json.loads((prof.run_dir / adapter / 'training_evidence.json').read_text())
+        assert rep.reached.to_dict() == {'examples': stats['examples'], 'tokens': stats['tokens'],
+                                         'supervised_tokens': stats['supervised_tokens'], 'trained_tokens': ev['training_tokens']}, stage
+        assert rep.target.isna().all()                                                   # the tiny profile states no targets
+
+
+def test_decide_reads_every_instrument_beside_the_rule(profile_path, first_run):
+    import pandas as pd
+    prof = load_profile(profile_path)
+    d = json.loads((prof.run_dir / 'decide/decision.json').read_text())
+    top = pd.read_csv(prof.run_dir / 'decide' / 'paired.csv').query("family == '(all)'").set_index('instrument')
+    assert list(top.index) == ['h6', 'probe2', 'math', 'open_chat', 'wide_chat', 'termination']
+    for inst, numbers in d['comparisons'].items():
+        assert (top.loc[inst, 'fixed'], top.loc[inst, 'lost']) == (numbers['fixed'], numbers['lost']), inst
 
 
 def test_second_run_skips_every_stage_in_seconds(profile_path, first_run):

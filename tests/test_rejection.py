@@ -80,14 +80,58 @@ def test_slurm_executor_submits_through_submitit(tmp_path, monkeypatch):
     "submitit's debug cluster runs the submitted job in-process: the same code path as Slurm, without a cluster."
     import submitit
     from rsi_repro import recipes
+    from rsi_repro.config import MixTarget
+    from rsi_repro.corpora import write_sft_mix
+    from rsi_repro.io import sha256_file
     calls = []
-    monkeypatch.setattr(recipes, 'round_mixes', lambda profile, stage_dir: {('r6', 'single'): {'mix': type('M', (), {'examples': 3})()}})
+    mix = write_sft_mix([(f"e{i}", chat(f"question {i}", "an answer of five words")) for i in range(3)], WordTemplate(), 64,
+                        tmp_path / 'mixes' / 'r6' / 'mix_x1.npz')
+    monkeypatch.setattr(recipes, 'round_mixes', lambda profile, stage_dir: {('r6', 'single'): {'mix': mix}, ('r6', 'double'): {'mix': mix}})
     def fake_train_arm(profile_path, arm_name, stage_dir, report_to):
         calls.append(arm_name)
-        return {'steps': 1, 'seed': 0, 'training_tokens': 10, 'supervised_tokens': 5, 'wall_seconds': 0.1, 'dataset_sha256': 'x' * 64}
+        return {'steps': 1, 'seed': 0, 'training_tokens': 10, 'supervised_tokens': 5, 'wall_seconds': 0.1,
+                'dataset_sha256': sha256_file(mix.path)}
     monkeypatch.setattr(recipes, 'train_arm', fake_train_arm)
     p = load_profile(TINY)
-    rounds = replace(p.rounds, executor='slurm', slurm={'cluster': 'debug', 'timeout_min': 5}, arms=p.rounds.arms[:2])
+    rounds = replace(p.rounds, executor='slurm', slurm={'cluster': 'debug', 'timeout_min': 5}, arms=p.rounds.arms[:2],
+                     mix_target=MixTarget(examples=6845, tokens=2_200_000, supervised_tokens=1_700_000, trained_tokens=6_300_000))
     out = recipes.rounds_stage(replace(p, rounds=rounds), tmp_path)
     assert calls == ['v6141', 'v741'] and list(out['arms'].arm) == ['v6141', 'v741']
     assert (tmp_path / 'slurm').is_dir()
+    # the champion's mix against the card's targets: reached counts come from the mix file and the champion's evidence
+    rep = pd.read_csv(tmp_path / 'mix_target.csv', index_col='measure')
+    assert rep.loc['examples', ['target', 'reached']].tolist() == [6845, 3]
+    assert rep.loc['tokens', 'reached'] == 3 * (2 + 2 + 2 + 5) and rep.loc['supervised_tokens', 'reached'] == 3 * 5
+    assert rep.loc['trained_tokens', ['target', 'reached']].tolist() == [6_300_000, 10]
+
+
+class WordTemplate:
+    "A tokenizer stand-in: one token per word, two markers per turn, the assistant's words supervised."
+    def apply_chat_template(self, messages, **kw):
+        ids, mask = [], []
+        for m in messages:
+            words = [len(w) for w in m['content'].split()]
+            ids += [1, *words, 2]; mask += [0, *[int(m['role'] == 'assistant')] * len(words), 0]
+        return {'input_ids': ids, 'assistant_masks': mask}
+
+
+def chat(q, a): return [{'role': 'user', 'content': q}, {'role': 'assistant', 'content': a}]
+
+
+def test_a_repair_report_counts_the_mix_on_disk_not_the_target(tmp_path):
+    "The repair stage's report reads the mix file it trained on: a target that differs, or a mix rewritten, shows."
+    from rsi_repro.config import MixTarget
+    from rsi_repro.corpora import write_sft_mix
+    from rsi_repro.io import sha256_file
+    from rsi_repro.recipes import mix_target_report
+    mix = tmp_path / 'sampling' / 'mix_x1.npz'
+    write_sft_mix([(f"e{i}", chat("ask", "one two three")) for i in range(4)], WordTemplate(), 64, mix)
+    ev = {'dataset_sha256': sha256_file(mix), 'training_tokens': 999}
+    rep = mix_target_report(MixTarget(examples=3345), mix, ev, tmp_path / 'mix_target.csv')
+    assert rep.loc['examples', ['target', 'reached', 'difference']].tolist() == [3345, 4, 4 - 3345]
+    assert pd.read_csv(tmp_path / 'mix_target.csv', index_col='measure').loc['examples', 'reached'] == 4
+    assert json.loads((tmp_path / 'mix_target.json').read_text())['mix_sha256'] == sha256_file(mix)
+    write_sft_mix([("only", chat("ask", "one"))], WordTemplate(), 64, mix)            # the same path, another mix
+    assert mix_target_report(MixTarget(examples=3345), mix, None, tmp_path / 'again.csv').loc['examples', 'reached'] == 1
+    with pytest.raises(ValueError, match='trained on another mix'):                   # evidence of the earlier mix
+        mix_target_report(MixTarget(examples=3345), mix, ev, tmp_path / 'stale.csv')

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['DEFAULT_BASE', 'SHINGLE', 'FILTER_BITS', 'MATCH_COLUMNS', 'window_hashes', 'QueryIndex', 'build_query_index',
-           'find_matches', 'tokenize_texts', 'decontaminate']
+__all__ = ['DEFAULT_BASE', 'SHINGLE', 'FILTER_BITS', 'MATCH_COLUMNS', 'HIT_COLUMNS', 'window_hashes', 'QueryIndex',
+           'build_query_index', 'find_matches', 'tokenize_texts', 'decontaminate_each', 'decontaminate']
 
 # %% ../../nbs/45_instruments_decontam.ipynb #c004
 DEFAULT_BASE = 0x9E3779B97F4A7C15 | 1  # odd, so invertible mod 2^64
@@ -144,21 +144,31 @@ def tokenize_texts(texts: Sequence[str], tokenizer) -> list[np.ndarray]:
     return out
 
 # %% ../../nbs/45_instruments_decontam.ipynb #c015
-def decontaminate(problems: pd.DataFrame,            # rows with an `id` (e.g. load_math_rows output)
-                  query_tokens: Sequence[np.ndarray],  # token ids of each problem, aligned with `problems`
-                  corpora: Mapping[str, Iterable[np.ndarray]],  # corpus name -> documents (token ids)
-                  n: int = SHINGLE,
-                  tokenizer=None,                     # optional, to decode the matched shingle
-                  chunk_tokens: int = 1 << 20,
-                  progress: bool = False,
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(kept, dropped): problems with no shared n-token shingle, and the dropped ones with their evidence."
+HIT_COLUMNS = ['corpus', 'documents', 'tokens', 'problems', 'matches', 'dropped']
+
+class _Counted:
+    "Documents passed through unchanged, counting documents and tokens on the way."
+    def __init__(self, docs): self.docs, self.documents, self.tokens = docs, 0, 0
+    def __iter__(self):
+        for d in self.docs:
+            self.documents += 1; self.tokens += len(d); yield d
+
+def decontaminate_each(problems: pd.DataFrame,            # rows with an `id` (e.g. load_math_rows output)
+                       query_tokens: Sequence[np.ndarray],  # token ids of each problem, aligned with `problems`
+                       corpora: Mapping[str, Iterable[np.ndarray]],  # corpus name -> documents (token ids)
+                       n: int = SHINGLE,
+                       tokenizer=None,                     # optional, to decode the matched shingle
+                       chunk_tokens: int = 1 << 20,
+                       progress: bool = False,
+                       ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    "(kept, dropped, hits): as `decontaminate`, and per corpus the documents and tokens searched, problems hit, matches, drops."
     if len(problems) != len(query_tokens):
         raise ValueError(f"{len(problems)} problems but {len(query_tokens)} token arrays")
     if not isinstance(corpora, Mapping): raise ValueError("corpora must map a corpus name to its documents")
     idx = build_query_index(query_tokens, n)
+    counted = {name: _Counted(docs) for name, docs in corpora.items()}
     ms = [find_matches(idx, docs, chunk_tokens, progress).assign(corpus=name, rank=r)
-          for r, (name, docs) in enumerate(corpora.items())]
+          for r, (name, docs) in enumerate(counted.items())]
     m = pd.concat(ms, ignore_index=True).sort_values(['rank', 'doc', 'doc_offset', 'query_offset'], kind='stable')
     count = m.groupby('query').size().to_dict()
     first = {int(r.query): r for r in m.drop_duplicates('query').itertuples()}
@@ -173,4 +183,18 @@ def decontaminate(problems: pd.DataFrame,            # rows with an `id` (e.g. l
                                           'shingle_tokens', 'shingle_text'])
     keep = np.array([i not in first for i in range(len(problems))], bool)
     kept = problems[keep].assign(n_shingles=idx.n_shingles[keep]).reset_index(drop=True)
-    return kept, dropped
+    hits = pd.DataFrame([{'corpus': name, 'documents': c.documents, 'tokens': c.tokens,
+                          'problems': int(m.loc[m.corpus == name, 'query'].nunique()), 'matches': int((m.corpus == name).sum()),
+                          'dropped': int((dropped.corpus == name).sum())} for name, c in counted.items()], columns=HIT_COLUMNS)
+    return kept, dropped, hits
+
+def decontaminate(problems: pd.DataFrame,            # rows with an `id` (e.g. load_math_rows output)
+                  query_tokens: Sequence[np.ndarray],  # token ids of each problem, aligned with `problems`
+                  corpora: Mapping[str, Iterable[np.ndarray]],  # corpus name -> documents (token ids)
+                  n: int = SHINGLE,
+                  tokenizer=None,                     # optional, to decode the matched shingle
+                  chunk_tokens: int = 1 << 20,
+                  progress: bool = False,
+                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "(kept, dropped): problems with no shared n-token shingle, and the dropped ones with their evidence."
+    return decontaminate_each(problems, query_tokens, corpora, n, tokenizer, chunk_tokens, progress)[:2]

@@ -39,6 +39,7 @@ PROMPT_SETS: dict[str, PromptSetSpec] = {
     'code': PromptSetSpec('code', {'id': str, 'family': str, 'prompt': str}, {},
                           ('implement', 'debug', 'refactor', 'explain', 'sql', 'shell')),
     'open_chat': PromptSetSpec('open_chat', {'id': str, 'family': str, 'prompt': str}, {}, OPEN_CHAT_FAMILIES),
+    'wide_chat': PromptSetSpec('wide_chat', {'id': str, 'family': str, 'prompt': str}, {}, OPEN_CHAT_FAMILIES),
     'multi_turn': PromptSetSpec('multi_turn', {'id': str, 'family': str, 'turns': list}, {'constraint': dict},
                                 ('carry_constraint', 'refer_back', 'revise', 'accumulate')),
     'safety': PromptSetSpec('safety', {'id': str, 'family': str, 'prompt': str}, {}, SAFETY_FAMILIES),

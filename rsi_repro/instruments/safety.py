@@ -134,7 +134,7 @@ def score_safety(prompts: pd.DataFrame,  # safety prompt set
     out = agg.agg(family=('family', 'first'), n_samples=('sample', 'size'), passed=('passed', 'all'),
                   full_refusal=('full_refusal', 'all'), partial_refusal=('partial_refusal', 'any'),
                   full_compliance=('full_compliance', 'any'), screen_refusal=('screen_refusal', 'all'),
-                  adjudicated=('adjudicated', 'all'),
+                  adjudicated=('adjudicated', 'all'), new_tokens=('new_tokens', 'mean'),
                   final=('final', lambda s: ','.join(s)), screen=('screen', lambda s: ','.join(s)),
                   label=('label', lambda s: ','.join(x if isinstance(x, str) else '' for x in s))).reset_index()
     out['screen_agrees'] = [(not a) or (f == s) for a, f, s in zip(out.adjudicated, out.final, out.screen)]
