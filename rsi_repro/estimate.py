@@ -123,7 +123,7 @@ class Length:
     source: str
     bound: bool = False          # an upper bound (a length limit), not a measured mean
 
-GEN_SETS = ('serve', 'h6', 'probe2', 'math', 'code', 'open_chat', 'multi_turn', 'safety', 'ifeval', 'ifbench', 'dpo_audit', 'sampling')
+GEN_SETS = ('serve', 'h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'multi_turn', 'safety', 'ifeval', 'ifbench', 'dpo_audit', 'sampling')
 TRAIN_UNITS = ('sft_example', 'dpo_pair', 'mix_example')
 
 WIDE_BATTERY = 285.4   # the card: "the mean answer length is 285.4 new tokens for the parent" (231-prompt wide battery)
@@ -135,6 +135,7 @@ def card_lengths(profile: Profile) -> dict[str, Length]:
     out.update(sampling=Length(WIDE_BATTERY, f"{wide}, greedy, for sampled answers"),
                code=Length(3214 / 24, "card: its 24 code prompts, 3,214 new tokens in all"),
                open_chat=Length(293, "card: its 120 open-chat prompts, mean answer 293 new tokens (256 for the stage-3 parent)"),
+               wide_chat=Length(WIDE_BATTERY, "card: its 231-prompt wide battery, mean answer 285.4 new tokens (stage-3 parent)"),
                mix_example=Length(6.3e6 / (400 * 48), "card: stage 4 trained 6.3M tokens in 400 steps x 48 examples"))
     if profile.sft: out['sft_example'] = Length(profile.sft.optim.seq_len, f"upper bound: sft.optim.seq_len (longer examples are left "
                                                  "out); the card gives no length for these corpora", bound=True)
@@ -230,7 +231,7 @@ def instrument_requests(profile: Profile, name: str, run: str | Path | None = No
         if s['pool']: return [(name, _rows(profile.resolve(s['pool']), f"{where}.pool"))]
         if profile.pools is None: raise EstimateError(f"{where}: n and pool are null and the profile has no pools section")
         return [(name, profile.pools.h6_size if name == 'h6' else profile.pools.probe2_size)]
-    if name in ('code', 'open_chat', 'safety', 'multi_turn'):
+    if name in ('code', 'open_chat', 'wide_chat', 'safety', 'multi_turn'):
         n = _rows(profile.resolve(s['prompts']) if s['prompts'] else default_prompt_path(name), f"{where}.prompts")
         return [(name, n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
     if name == 'math':
