@@ -333,17 +333,35 @@ def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str]
     return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
             for inst in names for s, n in instrument_requests(p, inst, run)]
 
+def _decontam(p: Profile, st: Stage) -> list[Work]:
+    "The math problems decontaminated against every corpus the profile trains on (`rsi_repro.trained_on.training_corpora`)."
+    part, out = 'math decontam', []
+    if p.sft:
+        rows = sum(b.stop - b.start for c in p.sft.corpora for b in c.bands)
+        out += [Work(st.name, part, f"{rows:,} SFT rows read and validated", 'cpu.banding', rows),
+                Work(st.name, part, f"{rows:,} SFT rows tokenised", 'cpu.decontam_tokenise', rows, 'sft_example'),
+                Work(st.name, part, f"{rows:,} SFT rows: 30-token shingle scan", 'cpu.decontam_scan', rows, 'sft_example')]
+    if p.dpo:
+        pairs = sum(b.stop - b.start for b in p.dpo.corpus.bands)
+        out += [Work(st.name, part, f"{pairs:,} DPO rows read and binarised", 'cpu.binarising', pairs),
+                Work(st.name, part, f"{pairs:,} DPO pairs tokenised (prompt, chosen, rejected)", 'cpu.decontam_tokenise', pairs, 'dpo_pair'),
+                Work(st.name, part, f"{pairs:,} DPO pairs: 30-token shingle scan", 'cpu.decontam_scan', pairs, 'dpo_pair')]
+    kept = lambda pool, s: pool_size(p, pool, part) * min(s.k, s.cap_per_prompt)     # at most, per draw
+    mixes = [kept(p.repair.pool, p.repair.sampling) for s in p.stages if s.notebook == 'repair' and p.repair]
+    if p.rounds:
+        used = sorted({(a.pool, a.mix) for a in p.rounds.arms})
+        mixes += [kept(pool, p.rounds.sampling) * (1 if mix == 'single' else 2) for s in p.stages if s.notebook == 'rounds' for pool, mix in used]
+    if mixes:
+        out.append(Work(st.name, part, f"{len(mixes)} rejection-sampled mixes (already tokens), at most {sum(mixes):,} examples: 30-token "
+                        "shingle scan", 'cpu.decontam_scan', sum(mixes), 'mix_example', bound=True))
+    return out
+
 def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    "Every checkpoint on every instrument; with math, the problems decontaminated against every SFT band once."
+    "Every checkpoint on every instrument; with math, the problems decontaminated once against every corpus the profile trains on."
     from rsi_repro.evaluate import eval_checkpoints, eval_instruments
     cks, insts = st.params.get('checkpoints') or eval_checkpoints(p), st.params.get('instruments') or eval_instruments(p)
     out = [w for ck in cks for w in _evaluate(p, st, ck, insts, run)]
-    if 'math' in insts and p.sft:
-        rows = sum(b.stop - b.start for c in p.sft.corpora for b in c.bands)
-        out += [Work(st.name, 'math decontam', f"{rows:,} SFT rows read and validated", 'cpu.banding', rows),
-                Work(st.name, 'math decontam', f"{rows:,} SFT rows tokenised", 'cpu.decontam_tokenise', rows, 'sft_example'),
-                Work(st.name, 'math decontam', "30-token shingle scan", 'cpu.decontam_scan', rows, 'sft_example')]
-    return out
+    return out + (_decontam(p, st) if 'math' in insts else [])
 
 def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "One retrained parent per seed (the stage's recipe), then every parent and soup evaluated on the soups' instruments."
