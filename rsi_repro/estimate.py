@@ -5,7 +5,7 @@
 # %% ../nbs/94_estimate.ipynb #c002
 from __future__ import annotations
 import json, math, re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -449,6 +449,7 @@ class Estimate:
     lengths: Mapping[str, Length]            # the lengths used
     missing: tuple[str, ...]                 # rate keys used and not found (only with partial=True)
     rates_dir: str
+    stand_ins: Mapping[str, str] = field(default_factory=dict)   # kind -> the key the work asks for, where --rate priced it with another
 
 def _parse_lengths(given: Mapping[str, float]) -> dict[str, Length]:
     known = (*GEN_SETS, *TRAIN_UNITS)
@@ -474,12 +475,13 @@ def estimate(profile: Profile,
     if run is not None: lengths.update(run_lengths(run))
     lengths.update(_parse_lengths(mean_tokens or {}))
     works = profile_work(profile, run)
-    rates, keys = read_rates(rates_dir), rate_keys(profile, rate_shape, rate_overrides)
+    rates, keys, own = read_rates(rates_dir), rate_keys(profile, rate_shape, rate_overrides), rate_keys(profile, rate_shape)
     lines, missing = price(works, lengths, rates, keys)
     if missing and not partial: raise EstimateError(missing_message(missing, rates, rates_dir))
     used = {w.length for w in works if w.length}
     return Estimate(str(profile.path), profile.base.name_or_path, base_shape, rate_shape, tuple(lines), keys,
-                    {k: rates[k] for k in keys.values() if k in rates}, {k: lengths[k] for k in sorted(used)}, tuple(missing), str(rates_dir))
+                    {k: rates[k] for k in keys.values() if k in rates}, {k: lengths[k] for k in sorted(used)}, tuple(missing), str(rates_dir),
+                    {k: own[k] for k in keys if keys[k] != own[k]})
 
 def _shown(path) -> str:
     "A path as a reader in the working folder would type it."
@@ -555,6 +557,8 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
     stand_in = est.base_shape != est.rate_shape
     out = [f"Estimate for {est.profile}: base {est.base} (shape {est.base_shape or 'unknown'})",
            f"GPU work at the rates measured for shape {est.rate_shape}" + (" -- a stand-in, not the base's own shape." if stand_in else "."),
+           *[f"Stand-in chosen by --rate: {kind} priced at {keys[kind]}, not at {asked} (the rate this work asks for)."
+             for kind, asked in est.stand_ins.items()],
            f"One GPU; generation by the HF backend ({keys['generate.hf']}) or by vLLM ({keys['generate.vllm']}). "
            "'<=' marks an upper bound; 'no rate' a rate no results file holds.", '']
     out += _table(['stage', 'part', 'generated', 'trained', 'GPU-h, HF', 'GPU-h, vLLM', 'work'], gpu_rows(est, detail),
@@ -566,7 +570,7 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
     for kind, key in keys.items():
         if kind not in used: continue
         r = est.rates.get(key)
-        out.append(f"  {kind:<22} {key}: " + (f"{r.value:,.1f} {r.unit}  [{Path(r.file).name}: {r.path}] {r.what}" if r else "MISSING"))
+        out.append(f"  {kind:<22} {key}{' (stand-in, --rate)' if kind in est.stand_ins else ''}: " + (f"{r.value:,.1f} {r.unit}  [{Path(r.file).name}: {r.path}] {r.what}" if r else "MISSING"))
     out += ['', 'Mean lengths (tokens per completion, example or pair):']
     out += [f"  {k:<12} {'<=' if L.bound else ''}{L.tokens:,.1f}  {L.source}" for k, L in est.lengths.items()]
     caps = sorted({(l.work.length, l.work.cap) for l in est.lines if l.work.cap and est.lengths[l.work.length].tokens > l.work.cap})
@@ -578,7 +582,7 @@ def to_json(est: Estimate) -> dict:
     "The estimate as plain data: every piece of work with its tokens and hours, the rates (with file and path) and lengths."
     from dataclasses import asdict
     return {'profile': est.profile, 'base': est.base, 'base_shape': est.base_shape, 'rate_shape': est.rate_shape,
-            'rates_dir': est.rates_dir, 'keys': dict(est.keys), 'missing': list(est.missing),
+            'rates_dir': est.rates_dir, 'keys': dict(est.keys), 'stand_ins': dict(est.stand_ins), 'missing': list(est.missing),
             'rates': {k: asdict(r) for k, r in est.rates.items()}, 'lengths': {k: asdict(L) for k, L in est.lengths.items()},
             'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'hours': dict(l.hours)} for l in est.lines],
             'totals': {k: _sum(l.hours[k] for l in est.lines if k in l.hours) for k in (*GPU_BACKENDS, 'cpu')}}

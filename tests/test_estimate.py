@@ -181,3 +181,22 @@ def test_a_rate_in_the_wrong_unit_is_refused(tmp_path):
     (folder / 'rates.json').write_text(json.dumps(data))
     code, _, err = cli('estimate', NEMOTRON, '--rates', folder)
     assert code == 2 and "rate 'cpu.banding'" in err and 'needs rows per second' in err
+
+
+def test_a_rate_chosen_by_hand_is_printed_as_a_stand_in(tmp_path):
+    own = {k: v for k, v in all_rates().items() if not k.startswith('generate.')}
+    q = 'qwen3_moe-30b-a3b'
+    folder = write_rates(tmp_path / 'r', {**own, f'generate.hf.b64.{q}': 100.0, f'generate.vllm.b256.{q}': 2000.0})
+    picks = ('--rate', f'generate.hf=generate.hf.b64.{q}', '--rate', f'generate.vllm=generate.vllm.b256.{q}')
+    code, out, _ = cli('estimate', NEMOTRON, '--rates', folder, *picks)
+    assert code == 0
+    head = out.splitlines()[:5]
+    assert head[1] == 'GPU work at the rates measured for shape nemotron_h-30b-a3b.'
+    assert head[2] == (f"Stand-in chosen by --rate: generate.hf priced at generate.hf.b64.{q}, not at "
+                       "generate.hf.b64.nemotron_h-30b-a3b (the rate this work asks for).")
+    assert head[3].startswith(f"Stand-in chosen by --rate: generate.vllm priced at generate.vllm.b256.{q}")
+    assert f"generate.hf.b64.{q} (stand-in, --rate): 100.0 tokens/s" in out
+    assert 'train.sft.nemotron_h-30b-a3b: 1,000.0 tokens/s' in out and 'train.sft.nemotron_h-30b-a3b (stand-in' not in out
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, *picks)
+    assert j['stand_ins'] == {'generate.hf': 'generate.hf.b64.nemotron_h-30b-a3b', 'generate.vllm': 'generate.vllm.b256.nemotron_h-30b-a3b'}
+    assert estimate_json(tmp_path, NEMOTRON, '--rates', write_rates(tmp_path / 'all', all_rates()))['stand_ins'] == {}
