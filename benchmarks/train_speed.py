@@ -20,6 +20,15 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   transformers' PyTorch path, when the kernels are installed.
 Step times are taken with the device synchronised; the first step of every variant is a warm-up and is not counted.
 tokens/s counts real (non-pad) tokens. Prints a table; writes JSON (--out), merged into an existing file with --append.
+
+The file's `summary` holds one row per measurement, rebuilt from its `runs` on every write, and its `rates` section
+the rates `rsi-repro estimate` reads by key: `train.sft.<shape>` for each measured shape, the library's own rate (the
+last `ours` row of that shape; a later run of the library supersedes an earlier one), keyed by the shape names the
+estimate gives the bases (`ESTIMATE_SHAPES`). These are SFT-shaped rates (one forward and backward per row); DPO is
+not measured here, so no `train.dpo` rate is written. `--rates-only` rewrites `summary` and `rates` of an existing
+file from its runs without measuring anything:
+
+    python benchmarks/train_speed.py --rates-only --out benchmarks/results/train_speed.json
 """
 import argparse, contextlib, gc, json, math, os, sys, time
 from pathlib import Path
@@ -50,6 +59,13 @@ TINY_NEMOTRON_H = {**NEMOTRON_H_30B_A3B, 'hidden_size': 256, 'vocab_size': 4096,
                    'moe_intermediate_size': 128, 'moe_shared_expert_intermediate_size': 256, 'intermediate_size': 256}
 SHAPES = {'qwen3-moe-30b-a3b': ('qwen3_moe', QWEN3_MOE_30B_A3B), 'nemotron-h-31b': ('nemotron_h', NEMOTRON_H_30B_A3B),
           'tiny-qwen3-moe': ('qwen3_moe', TINY_QWEN3_MOE), 'tiny-nemotron-h': ('nemotron_h', TINY_NEMOTRON_H)}
+# The shape names rate keys use (rsi_repro.estimate.shape_of: architecture and size from a base's name, so the nemotron
+# profile's NVIDIA-Nemotron-3.5-Lightning-30B-A3B base asks for 'nemotron_h-30b-a3b'), and what each shape is, in words.
+# The tiny shapes price nothing.
+ESTIMATE_SHAPES = {'qwen3-moe-30b-a3b': 'qwen3_moe-30b-a3b', 'nemotron-h-31b': 'nemotron_h-30b-a3b'}
+SHAPE_WORDS = {'qwen3-moe-30b-a3b': 'the Qwen3-MoE 30B-A3B config (48 layers, 128 experts top-8, 30.5 B parameters)',
+               'nemotron-h-31b': 'the Nemotron-H 30B-A3B layout (52 layers: 23 Mamba-2, 23 MoE with 128 experts top-6, 6 attention; '
+                                 '31.6 B parameters)'}
 
 def device():
     import torch
@@ -267,9 +283,63 @@ def rate(res):
     return round(sum(t) / sum(s), 1) if s else None
 
 
+def summarise(doc) -> list[dict]:
+    "One row per measurement of every run in the file (kernel checks and failed variants left out), in the order run."
+    out = []
+    for run in doc.get('runs', []):
+        m, s = run['meta'], run['shape']
+        kernels = s['architecture'] == 'nemotron_h' and not str(m['versions'].get('mamba_ssm', '')).startswith('not installed')
+        for r in run['results']:
+            if r['variant'] == 'kernel-check' or 'error' in r or r.get('tokens_per_s') is None: continue
+            out.append({'shape': s['name'], 'architecture': s['architecture'], 'variant': r['variant'], 'library': r['variant'] == 'ours',
+                        'note': m.get('note', ''), 'mamba_kernels': kernels, 'tokens_per_s': r['tokens_per_s'],
+                        'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
+                        'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r['padding_fraction'],
+                        'peak_gib': r['peak_gib'], 'settings': r.get('settings'), 'lora_r': s['lora']['r'],
+                        'effective_batch': s['effective_batch'], 'mean_row_tokens': s['mean_row_tokens'], 'date': m['date'],
+                        'device': m['device']})
+    return out
+
+
+def rate_rows(summary) -> dict[str, dict]:
+    "The summary row each `train.sft.<shape>` rate comes from: per shape the estimate knows, the last library (`ours`) row."
+    rows = {}
+    for row in summary:
+        if row['library'] and row['shape'] in ESTIMATE_SHAPES: rows[f"train.sft.{ESTIMATE_SHAPES[row['shape']]}"] = row
+    return rows
+
+
+def rates_from_summary(summary) -> dict[str, dict]:
+    "The file's `rates` section: one `train.sft.<shape>` rate per measured shape, the library row's tokens/s, and what it is."
+    out = {}
+    for key, row in rate_rows(summary).items():
+        st = row['settings'] or {}
+        how = ', '.join(x for x in ['padding-free' if st.get('padding_free') else '', 'length-grouped' if st.get('length_grouping') else '',
+                                    f"{st['lora_compute']} LoRA inputs" if st.get('lora_compute') else ''] if x)
+        split = (f"micro-batch {row['micro_batch']} x grad-accum {row['grad_accum']}"
+                 + (' (fitted by micro_batch_fit)' if st.get('micro_batch_fit') else '')
+                 + f", activation checkpointing {'on' if row['activation_checkpointing'] else 'off'}")
+        kernels = ('; Mamba-2 kernels (mamba-ssm, causal-conv1d)' if row['mamba_kernels'] else "; transformers' PyTorch Mamba scan"
+                   ) if row['architecture'] == 'nemotron_h' else ''
+        out[key] = {'value': row['tokens_per_s'], 'unit': 'tokens/s',
+                    'what': (f"SFT-shaped training (one forward and backward per row; not DPO): rsi_repro.train.train_sft as the "
+                             f"stages call it, {SHAPE_WORDS[row['shape']]} with random weights, LoRA r={row['lora_r']} on the profile's "
+                             f"target set, {split}, {how}{kernels}; effective batch {row['effective_batch']} of synthetic rows of "
+                             f"{row['mean_row_tokens']:g} tokens on average, real tokens per second on one {row['device']}; "
+                             f"benchmarks/train_speed.py, {row['date']}" + (f"; {row['note']}" if row['note'] else ''))}
+    return out
+
+
+def with_summary_and_rates(doc) -> dict:
+    "The document with `summary` rebuilt from its runs and `rates` from the summary (`rates` before `summary`)."
+    summary = summarise(doc)
+    rest = {k: v for k, v in doc.items() if k not in ('rates', 'summary', 'runs')}
+    return {**rest, 'rates': rates_from_summary(summary), 'summary': summary, 'runs': doc.get('runs', [])}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--shape', choices=sorted(SHAPES), required=True)
+    ap.add_argument('--shape', choices=sorted(SHAPES))
     ap.add_argument('--variants', nargs='+', default=['stock-16x3', 'ours'])
     ap.add_argument('--steps', type=int, default=4, help='optimiser steps per variant, the first one untimed')
     ap.add_argument('--slow-steps', type=int, default=2, help='optimiser steps of a stock variant with micro-batch < 8')
@@ -279,9 +349,18 @@ def main():
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--profile-dir', default=None)
     ap.add_argument('--tag', default='', help='a label for this process\'s rows (e.g. "no mamba kernels")')
+    ap.add_argument('--note', default='', help='what the summary rows of this run should say about it (e.g. the library\'s state)')
     ap.add_argument('--out', default=str(ROOT / 'benchmarks/results/train_speed.json'))
     ap.add_argument('--append', action='store_true')
+    ap.add_argument('--rates-only', action='store_true', help='measure nothing: rewrite summary and rates of --out from its runs')
     a = ap.parse_args()
+    out = Path(a.out)
+    if a.rates_only:
+        doc = with_summary_and_rates(json.loads(out.read_text()))
+        out.write_text(json.dumps(doc, indent=1))
+        for k, v in doc['rates'].items(): print(f"{k}: {v['value']:,.1f} {v['unit']}")
+        return
+    if a.shape is None: ap.error('--shape is required (or --rates-only)')
     import torch, transformers, peft
     from transformers import AutoTokenizer
     from rsi_repro.config import Lora
@@ -302,7 +381,7 @@ def main():
     gpu = torch.cuda.is_available()
     meta = {'date': time.strftime('%Y-%m-%d'), 'device': torch.cuda.get_device_name() if gpu else 'cpu',
             'gpu_gib': round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if gpu else None,
-            'versions': versions, 'argv': sys.argv}
+            'versions': versions, 'argv': sys.argv, **({'note': a.note} if a.note else {})}
     shape = {'name': a.shape, 'architecture': arch, 'lora': {'r': a.r, 'alpha': a.alpha, 'targets': targets},
              'effective_batch': a.eff, 'rows': a.rows, 'mean_row_tokens': round(sum(lengths) / len(lengths), 1), 'max_row_tokens': max(lengths),
              'supervised_fraction': round(sum(map(sum, masks)) / sum(lengths), 3)}
@@ -330,9 +409,9 @@ def main():
             res['padding_fraction'] = round(1 - res['training_tokens'] / res['padded_tokens'], 3)
         results.append(res)
         print(json.dumps({k: res[k] for k in res if k not in ('step_tokens', 'step_padded_tokens', 'losses')}), flush=True)
-    out = Path(a.out)
     doc = json.loads(out.read_text()) if (a.append and out.exists()) else {}
     doc.setdefault('runs', []).append({'meta': meta, 'shape': shape, 'results': results})
+    doc = with_summary_and_rates(doc)
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(doc, indent=1))
     print(f"\n{'shape':<20} {'variant':<16} {'tag':<18} {'split':<9} {'ckpt':<5} {'tok/s':>9} {'pad':>6} {'peak GiB':>9}")
     for run in doc['runs']:

@@ -157,10 +157,11 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     folder = tmp_path / 'results'
     shutil.copytree(RESULTS, folder)
     q = 'qwen3_moe-30b-a3b'
-    write_rates(folder, {f'train.sft.{q}': 4884.0, f'train.dpo.{q}': 2000.0}, name='train_fast.json')
+    write_rates(folder, {f'train.dpo.{q}': 2000.0}, name='train_fast.json')
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
     assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
-    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_fast.json'
+    assert Path(j['rates'][f'train.dpo.{q}']['file']).name == 'train_fast.json'
+    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_speed.json' and j['rates'][f'train.sft.{q}']['value'] == 11554.6
     assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'vllm_gpu.json'
     assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 11544.0
     assert {Path(j['rates'][k]['file']).name for k in j['rates'] if k.startswith('cpu.')} == {'corpora.json'}
@@ -169,9 +170,15 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     code, _, err = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
     assert code == 2 and "'cpu.banding' is given twice" in err and 'again.json' in err and 'corpora.json' in err
     (folder / 'again.json').unlink()
+    # and so is a training rate train_speed.json already declares
+    write_rates(folder, {f'train.sft.{q}': 4884.0}, name='train_fast2.json')
+    code, _, err = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
+    assert code == 2 and f"'train.sft.{q}' is given twice" in err and 'train_fast2.json' in err and 'train_speed.json' in err
+    (folder / 'train_fast2.json').unlink()
     assert hours(j, 'rounds', 'generate', 'vllm') == pytest.approx(8000 * 8 * 2 * 285.4 / 11544.0 / 3600)
     code, out, _ = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
-    assert code == 0 and 'a stand-in, not the base' in out and 'train_fast.json: rates.train.sft.qwen3_moe-30b-a3b' in out
+    assert code == 0 and 'a stand-in, not the base' in out and 'train_fast.json: rates.train.dpo.qwen3_moe-30b-a3b' in out
+    assert 'train_speed.json: rates.train.sft.qwen3_moe-30b-a3b' in out
 
 
 def test_a_rate_in_the_wrong_unit_is_refused(tmp_path):
