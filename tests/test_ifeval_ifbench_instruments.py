@@ -140,10 +140,10 @@ def test_ifeval_instrument_on_the_sample_file(tmp_path):
 
 
 def test_pins_are_one_set_of_versions():
-    "settings.ini's ifbench extra, the module's PINS and the installed packages agree."
+    "settings.ini's ifbench extra and data package, the module's PINS and the installed packages agree."
     import configparser, importlib.metadata
     from packaging.requirements import Requirement
     cfg = configparser.ConfigParser(delimiters=['=']); cfg.read(ROOT / 'settings.ini')
-    reqs = [Requirement(r) for r in cfg['DEFAULT']['ifbench_requirements'].split()]
+    reqs = [Requirement(r) for key in ('ifbench_requirements', 'ifbench_data_requirements') for r in cfg['DEFAULT'][key].split()]
     assert {r.name: str(r.specifier) for r in reqs} == {k: f'=={v}' for k, v in ifbench.PINS.items()}
     assert {k: importlib.metadata.version(k) for k in ifbench.PINS} == ifbench.PINS
