@@ -54,7 +54,7 @@ stages:
   - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
   - {{name: pair_read, notebook: pair_read, needs: [eval]}}
   - {{name: soups, notebook: soups, needs: [repair]}}
-  - {{name: report, notebook: report, needs: [decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
+  - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
 """
 
 @pytest.fixture(scope='module')
@@ -137,6 +137,9 @@ def test_editing_the_sealed_rule_makes_decide_fail(profile_path, first_run):
             run(edited, only=['decide'], force=['decide'], log=lambda *a: None)
     finally:
         edited.unlink(missing_ok=True)
+    # the finished decision waited aside; with the sealed rule back, it is put back rather than decided again
+    assert [r.status for r in run(profile_path, only=['decide'], log=lambda *a: None)] == ['restored']
+    assert (load_profile(profile_path).run_dir / 'decide/decision.json').exists()
 
 
 def test_unknown_arm_is_refused(profile_path):
