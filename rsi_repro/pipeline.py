@@ -123,9 +123,11 @@ def named_paths(profile: Profile, section: str) -> list[str]:
         if isinstance(v, dict): [walk(x) for x in v.values()]
         elif isinstance(v, list): [walk(x) for x in v]
         elif isinstance(v, str) and '/' in v.strip('/') and '\n' not in v:
-            try: p = profile.resolve(v)
+            try: p = profile.resolve(v); here = p.resolve()
             except (OSError, ValueError): return
-            if p.is_file() or p.is_dir() and len(p.resolve().relative_to(Path(profile.root).resolve()).parts) >= 2: found.add(v)
+            root = Path(profile.root).resolve()
+            depth = len(here.relative_to(root).parts) if here.is_relative_to(root) else len(here.parts) - 1
+            if p.is_file() or (p.is_dir() and depth >= 2): found.add(v)
     if section != 'base': walk(to_dict(getattr(profile, section)))
     return sorted(found)
 
@@ -272,8 +274,8 @@ def watch_reads(spec):
         try:
             with open(os.path.join(spec['stage_dir'], name), 'a') as f: f.write(json.dumps(entry) + '\n')
         finally: busy[0] = False
-    def refuse(what):
-        msg = f"stage '{spec['stage']}' read {what}, which its cache key does not cover; {spec['hint']}"
+    def refuse(what, fix, uncovered=True):
+        msg = f"stage '{spec['stage']}' {what}{', which its cache key does not cover' if uncovered else ''}: {fix}"
         note(spec['refusals'], msg)
         raise UndeclaredRead(msg)
     def where(frame):
@@ -291,7 +293,7 @@ def watch_reads(spec):
     allowed, read = set(spec['sections']), config.Profile.__getattribute__
     def get(self, name):
         if name in sections and name not in allowed and not while_loading(sys._getframe(1)):
-            refuse(f"the profile section '{name}' (at {where(sys._getframe(1))})")
+            refuse(f"read the profile section '{name}' (at {where(sys._getframe(1))})", f"declare it in {spec['registry']}.sections")
         return read(self, name)
     config.Profile.__getattribute__ = get
     def inside(path, folders): return any(path == d or path.startswith(d + os.sep) for d in folders)
@@ -299,7 +301,8 @@ def watch_reads(spec):
         def find_spec(self, name, path=None, target=None):
             if (name.split('.')[0] == 'rsi_repro' and name not in spec['modules'] and not busy[0]
                     and not while_loading(sys._getframe(1))):
-                refuse(f"the library module {name} (at {where(sys._getframe(1))})")
+                refuse(f"imported the library module {name} (at {where(sys._getframe(1))})",
+                       "import it by name where it is used (`from rsi_repro import ...`), so that the key can find and hash it")
             return None
     sys.meta_path.insert(0, Modules())
     def hook(event, args):
@@ -314,11 +317,13 @@ def watch_reads(spec):
         for run in spec['run_dirs']:
             if inside(path, [run]):
                 folder = path[len(run) + 1:].split(os.sep)[0]
-                if writes: refuse(f"{path} for writing (a stage writes in its own folder only)")
-                if folder not in spec['upstream']: refuse(f"{path} (stage '{folder}' is not upstream of it: name it in its `needs`)")
+                if writes: refuse(f"opened {path} for writing", "a stage writes in its own folder only", uncovered=False)
+                if folder not in spec['upstream']: refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
                 return
         if inside(path, spec['checked']) and (writes or not inside(path, spec['data'])):
-            refuse(f"{os.path.relpath(path, spec['root'])}{' for writing' if writes else ''} (not one of its data)")
+            rel = os.path.relpath(path, spec['root'])
+            if writes: refuse(f"opened {rel} for writing", "a stage writes in its own folder only; data are read", uncovered=False)
+            refuse(f"read {rel}", f"it is not one of its data; declare it in {spec['registry']}.data")
     sys.addaudithook(hook)
 
 def _forms(path) -> list[str]:
@@ -335,7 +340,7 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
             'data': sorted({f for p in data_paths(profile, reads) for f in _forms(p)}),
             'checked': _forms(root / 'data') + _forms(root / 'nbs'),
             'carried': [os.path.abspath(Path(stage_dir) / c) for c in carried], 'refusals': REFUSALS, 'used': USED,
-            'hint': f"declare it in rsi_repro.pipeline.STAGE_READS[{stage.notebook!r}] (nbs/90_pipeline.ipynb), or add the stage it reads to this stage's `needs`"}
+            'registry': f"rsi_repro.pipeline.STAGE_READS[{stage.notebook!r}] (nbs/90_pipeline.ipynb)"}
 
 def watch_source(spec: dict) -> str:
     "The code the runner appends to the injected parameters cell."

@@ -111,11 +111,11 @@ def test_reads_the_key_does_not_cover_stop_the_stage(project, monkeypatch):
     pl.run(path, only=['first'], log=quiet)
     run_dir = load_profile(path).run_dir
     cases = {
-        "profile.base": r"read the profile section 'base' \(at a cell of nbs/stages/second.ipynb\), which its cache key does not cover; "
-                        r"declare it in rsi_repro.pipeline.STAGE_READS\['second'\]",
-        f"open({str(run_dir / 'first' / 'out.txt')!r}, 'a').write('y')": "for writing \\(a stage writes in its own folder only\\)",
-        "(Path(profile.root) / 'data' / 'extra.txt').read_text()": r"read data/extra.txt \(not one of its data\)",
-        "import importlib; importlib.import_module('rsi_repro.summary')": r"read the library module rsi_repro.summary",
+        "profile.base": r"read the profile section 'base' \(at a cell of nbs/stages/second.ipynb\), which its cache key does not cover: "
+                        r"declare it in rsi_repro.pipeline.STAGE_READS\['second'\] \(nbs/90_pipeline.ipynb\).sections",
+        f"open({str(run_dir / 'first' / 'out.txt')!r}, 'a').write('y')": "stage 'second' opened .*first/out.txt for writing: a stage writes in its own folder only",
+        "(Path(profile.root) / 'data' / 'extra.txt').read_text()": r"read data/extra.txt, which its cache key does not cover: it is not one of its data; declare it in .*\.data",
+        "import importlib; importlib.import_module('rsi_repro.summary')": r"imported the library module rsi_repro.summary \(at a cell of nbs/stages/second.ipynb\), which its cache key does not cover: import it by name where it is used",
         "try: profile.pools\nexcept Exception: pass\n(here / 'out.txt').write_text('went on')": r"the stage caught the error and went on; 1 such read",
     }
     (Path(load_profile(path).root) / 'data').mkdir(); (Path(load_profile(path).root) / 'data/extra.txt').write_text('z')
@@ -129,7 +129,7 @@ def test_reads_the_key_does_not_cover_stop_the_stage(project, monkeypatch):
     assert [r.status for r in pl.run(path, log=quiet)] == ['skipped', 'ran']           # declared, the same read is fine
     _edit(path, "{name: second, notebook: second, needs: [first]}", "{name: second, notebook: second}")
     project(first=None, second="(Path(run_dir) / 'first' / 'out.txt').read_text()")
-    with pytest.raises(pl.StageFailed, match=r"\(stage 'first' is not upstream of it: name it in its `needs`\)"):
+    with pytest.raises(pl.StageFailed, match=r"first/out.txt, which its cache key does not cover: stage 'first' is not upstream of it; add it to this stage's `needs`"):
         pl.run(path, log=quiet)
 
 
