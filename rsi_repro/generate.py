@@ -310,9 +310,9 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
     plan = _plan(requests, model, decode, serving, backend)
     out = plan_dir(out_dir, plan); out.mkdir(parents=True, exist_ok=True)
     plan_path = out / 'plan.json'
-    if plan_path.exists() and json.loads(plan_path.read_text()) != plan:
+    if not plan_path.exists(): atomic_write_text(plan_path, json.dumps(plan, indent=1, sort_keys=True))
+    elif json.loads(plan_path.read_text()) != plan:     # a finished plan folder is only read: it may be another stage's
         raise DataError(f"{plan_path}: does not match its folder's hash: the folder was edited by hand; delete it to regenerate")
-    atomic_write_text(plan_path, json.dumps(plan, indent=1, sort_keys=True))
     size = serving.shard_size
     chunks = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
     rows: list[dict] = []

@@ -237,7 +237,9 @@ def seal(rule: PromotionRule,   # the validated rule
             return old
         if not replace:
             raise SealError(f"{seal_path}: a different rule was sealed at {old.sealed_at} (sha256 {old.rule_sha256[:12]}); "
-                            "pass replace=True to re-seal, which invalidates every result produced before now")
+                            "to re-seal, set the preregister stage's parameter replace_seal to true (in the profile: "
+                            "`params: {replace_seal: true}` on its entry under `stages`; by hand: papermill -p replace_seal True; "
+                            "from Python: seal(..., replace=True)), which invalidates every result produced before now")
     seal_path.parent.mkdir(parents=True, exist_ok=True)
     ns = _fs_now_ns(seal_path.parent)
     rec = {"version": SEAL_VERSION, "rule_sha256": rule.sha256, "sealed_at": _iso(ns), "sealed_at_ns": ns,

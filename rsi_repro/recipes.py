@@ -43,12 +43,12 @@ def arm_adapter(stage_dir: str | Path, arm: str) -> Path:
 def resolve_checkpoint(profile: Profile, name: str) -> Optional[Path]:
     "The adapter folder of a named checkpoint (None for the base), or an error naming what is missing."
     if name == 'base': return None
+    if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)   # before the arms: a stage's adapter reads no rounds settings
     arms = [a.name for a in profile.rounds.arms] if profile.rounds else []
     if name in arms:
         path = arm_adapter(rounds_dir(profile), name)
         if not (path / 'adapter_config.json').exists(): raise FileNotFoundError(f"arm '{name}' has no adapter at {path}: run the rounds stage first")
         return path
-    if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)
     raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, or an arm: {', '.join(arms) or 'none'})")
 
 # %% ../nbs/35_recipes.ipynb #c009

@@ -56,7 +56,7 @@ stages:
   - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
   - {{name: pair_read, notebook: pair_read, needs: [eval]}}
   - {{name: soups, notebook: soups, needs: [repair]}}
-  - {{name: report, notebook: report, needs: [decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
+  - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
 """
 
 @pytest.fixture(scope='module')
@@ -175,6 +175,8 @@ def test_decide_reads_every_instrument_beside_the_rule(profile_path, first_run):
 
 
 def test_second_run_skips_every_stage_in_seconds(profile_path, first_run):
+    from rsi_repro.pipeline import plan
+    assert {p.action for p in plan(profile_path)} == {'skip'}                 # the dry run agrees
     t0 = time.time()
     again = run(profile_path, log=lambda *a: None)
     assert {r.status for r in again} == {'skipped'}
@@ -196,6 +198,9 @@ def test_editing_the_sealed_rule_makes_decide_fail(profile_path, first_run):
             run(edited, only=['decide'], force=['decide'], log=lambda *a: None)
     finally:
         edited.unlink(missing_ok=True)
+    # the finished decision waited aside; with the sealed rule back, it is put back rather than decided again
+    assert [r.status for r in run(profile_path, only=['decide'], log=lambda *a: None)] == ['restored']
+    assert (load_profile(profile_path).run_dir / 'decide/decision.json').exists()
 
 
 def test_unknown_arm_is_refused(profile_path):
@@ -386,3 +391,12 @@ def test_docs_rebuilds_the_site_without_rerunning_stages(profile_path, first_run
     assert 'id=decision' in front and '<section id=provenance>' in front and (tmp_path / 'site/data/decide/decision.json').is_file()
     assert 'shown unexecuted' in (tmp_path / 'site/library/22_card_audit.html').read_text()     # --no-execute says so on the page
     assert len(manifests) >= len(prof.stages) - 1 and {m: m.stat().st_mtime_ns for m in manifests} == before
+
+
+def test_a_rerun_leaves_no_artifact_of_an_earlier_run(profile_path, first_run):
+    "A grid table an earlier run on another instrument left in the folder is gone after a rerun, from the folder and the manifest."
+    from rsi_repro.pipeline import read_manifest
+    grid = load_profile(profile_path).run_dir / 'grid'
+    (grid / 'grid_probe2.csv').write_text('cell,delta\nv741,0.5\n')
+    assert [r.status for r in run(profile_path, only=['grid'], force=['grid'], log=lambda *a: None)] == ['ran']
+    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv']

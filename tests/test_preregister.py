@@ -56,7 +56,8 @@ def test_editing_a_sealed_rule_after_its_results_exist_fails(sealed_run):
 def test_resealing_an_edited_rule_after_its_results_exist_fails(sealed_run):
     rule, run, inc, cand = sealed_run
     edited = PromotionRule.from_dict({**RULE, "clauses": RULE["clauses"][:2]})
-    with pytest.raises(SealError, match="replace=True"):
+    with pytest.raises(SealError, match=r"set the preregister stage's parameter replace_seal to true \(in the profile: "
+                                        r"`params: \{replace_seal: true\}`.*from Python: seal\(\.\.\., replace=True\)"):
         seal(edited, run / "promotion.seal.json")
     time.sleep(0.05)
     seal(edited, run / "promotion.seal.json", replace=True)
