@@ -4,7 +4,8 @@
     python tools/outcome_hashes.py outputs/tiny --against OLD   # compare with another run folder; exit 1 on a difference
 
 Outcome files are hashed byte for byte. decision.json is hashed after removing what records *when* it ran
-(the decision's and the seal's clock times and the results files' times), which differ on every run.
+(the decision's and the seal's clock times and the results files' times), which differ on every run, and with
+paths inside the run folder written relative to it, so two copies of a run in different folders compare.
 """
 from __future__ import annotations
 import argparse, hashlib, json, sys
@@ -12,14 +13,15 @@ from pathlib import Path
 
 CLOCK_KEYS = {'decided_at', 'sealed_at', 'time', 'time_ns', 'source', 'manifest'}
 
-def _without_clocks(obj):
-    if isinstance(obj, dict): return {k: _without_clocks(v) for k, v in obj.items() if k not in CLOCK_KEYS}
-    if isinstance(obj, list): return [_without_clocks(v) for v in obj]
+def _without_clocks(obj, run_dir: str):
+    if isinstance(obj, dict): return {k: _without_clocks(v, run_dir) for k, v in obj.items() if k not in CLOCK_KEYS}
+    if isinstance(obj, list): return [_without_clocks(v, run_dir) for v in obj]
+    if isinstance(obj, str) and obj.startswith(run_dir + '/'): return '<run>/' + obj[len(run_dir) + 1:]
     return obj
 
-def decision_sha256(path: Path) -> str:
-    "sha256 of a decision.json's canonical JSON, clock times removed."
-    data = _without_clocks(json.loads(Path(path).read_text()))
+def decision_sha256(path: Path, run_dir: Path) -> str:
+    "sha256 of a decision.json's canonical JSON, clock times removed, paths relative to the run folder."
+    data = _without_clocks(json.loads(Path(path).read_text()), str(Path(run_dir).resolve()))
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(',', ':')).encode()).hexdigest()
 
 def run_hashes(run_dir: str | Path) -> dict[str, str]:
@@ -27,7 +29,7 @@ def run_hashes(run_dir: str | Path) -> dict[str, str]:
     run_dir = Path(run_dir)
     out = {p.relative_to(run_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
            for p in sorted(run_dir.rglob('*.outcomes.jsonl'))}
-    out.update({p.relative_to(run_dir).as_posix(): decision_sha256(p) for p in sorted(run_dir.rglob('decision.json'))})
+    out.update({p.relative_to(run_dir).as_posix(): decision_sha256(p, run_dir) for p in sorted(run_dir.rglob('decision.json'))})
     if not out: raise SystemExit(f"{run_dir}: no outcome files and no decision.json")
     return out
 
