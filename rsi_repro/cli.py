@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 def _user_errors() -> tuple:
-    from rsi_repro.config import ProfileError
+    from rsi_repro.typed import ProfileError
     from rsi_repro.io import DataError
     from rsi_repro.pipeline import StageFailed
     from rsi_repro.chat import ChatError
@@ -62,7 +62,8 @@ def _user_errors() -> tuple:
 def train_sft_command(args) -> dict:
     "Run `train_sft` with a profile section's LoRA and optimiser settings and the command line's overrides."
     from dataclasses import replace
-    from rsi_repro.config import ProfileError, load_profile
+    from rsi_repro.config import load_profile
+    from rsi_repro.typed import ProfileError
     from rsi_repro.generate import ModelRef
     from rsi_repro.train import train_sft
     profile = load_profile(args.profile, check_files=False)

@@ -4,99 +4,27 @@
 
 # %% ../nbs/00_config.ipynb #c002
 from __future__ import annotations
-import dataclasses, hashlib, json, types, typing
-from dataclasses import dataclass, field, fields, is_dataclass
+import dataclasses, hashlib, json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union, get_args, get_origin, get_type_hints
+from typing import Any, Optional
 
 import yaml
 
+from .typed import ProfileError, from_dict, one_of, positive, to_dict
+
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'LORA_COMPUTE',
-           'PAIR_READ_SEED', 'ANNOTATORS', 'ProfileError', 'from_dict', 'Base', 'VLLMSettings', 'Serving', 'Lora',
-           'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm',
-           'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge',
-           'load_profile', 'to_dict', 'canonical_json', 'fingerprint', 'rooted']
-
-# %% ../nbs/00_config.ipynb #c005
-class ProfileError(ValueError):
-    "A profile that cannot be used, with the file and the dotted key that are wrong."
-    def __init__(self, where: str, key: str, problem: str, message: str | None = None):
-        self.where, self.key, self.problem = where, key, problem
-        super().__init__(message or (f"{where}: {key}: {problem}" if key else f"{where}: {problem}"))
-
-# %% ../nbs/00_config.ipynb #c007
-_SCALARS = (int, float, str, bool)
-
-def _type_name(tp) -> str:
-    return getattr(tp, '__name__', None) or str(tp).replace('typing.', '')
-
-def _coerce(value, tp, key: str, where: str):
-    "Check `value` against the annotation `tp`, converting lists to tuples and dicts to dataclasses."
-    origin, args = get_origin(tp), get_args(tp)
-    if tp is Any: return value
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args: return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try: return _coerce(value, arg, key, where)
-            except ProfileError as e: errors.append(e.problem)
-        raise ProfileError(where, key, f"expected {' or '.join(_type_name(a) for a in args)}, got {type(value).__name__} ({value!r})")
-    if is_dataclass(tp):
-        if not isinstance(value, dict): raise ProfileError(where, key, f"expected a mapping, got {type(value).__name__}")
-        return from_dict(tp, value, where, key)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)): raise ProfileError(where, key, f"expected a list, got {type(value).__name__} ({value!r})")
-        item_tp = args[0] if args else Any
-        return tuple(_coerce(v, item_tp, f"{key}[{i}]", where) for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict): raise ProfileError(where, key, f"expected a mapping, got {type(value).__name__}")
-        kt, vt = args if args else (Any, Any)
-        return types.MappingProxyType({_coerce(k, kt, key, where): _coerce(v, vt, f"{key}.{k}", where) for k, v in value.items()})
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ProfileError(where, key, f"expected a number, got {type(value).__name__} ({value!r})")
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ProfileError(where, key, f"expected an integer, got {type(value).__name__} ({value!r})")
-        return value
-    if tp in (str, bool):
-        if not isinstance(value, tp): raise ProfileError(where, key, f"expected {tp.__name__}, got {type(value).__name__} ({value!r})")
-        return value
-    raise TypeError(f"profile schema uses an unsupported annotation {tp!r} at {key}")
-
-def from_dict(cls, data: dict, where: str = "<dict>", prefix: str = ""):
-    "Build the frozen dataclass `cls` from `data`, refusing unknown keys, missing keys and wrong types."
-    hints = get_type_hints(cls)
-    names = {f.name for f in fields(cls) if f.init}
-    dotted = lambda k: f"{prefix}.{k}" if prefix else k
-    for k in data:
-        if k not in names:
-            raise ProfileError(where, dotted(k), f"unknown key (allowed: {', '.join(sorted(names))})")
-    kwargs = {}
-    for f in fields(cls):
-        if not f.init: continue
-        if f.name in data: kwargs[f.name] = _coerce(data[f.name], hints[f.name], dotted(f.name), where)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ProfileError(where, dotted(f.name), "missing required key")
-    obj = cls(**kwargs)
-    check = getattr(obj, 'validate', None)
-    if check: check(where, prefix)
-    return obj
+           'PAIR_READ_SEED', 'ANNOTATORS', 'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus',
+           'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings',
+           'PairRead', 'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge', 'load_profile',
+           'canonical_json', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
 ARCHITECTURES = ('llama', 'qwen2', 'qwen3', 'qwen3_moe', 'nemotron_h')
 BACKENDS = ('hf', 'vllm')
 OVERLONG_POLICIES = ('error', 'drop_oldest')
-
-def _one_of(where, key, value, allowed):
-    if value not in allowed: raise ProfileError(where, key, f"{value!r} is not one of {', '.join(map(str, allowed))}")
-
-def _positive(where, key, value, allow_zero=False):
-    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
-        raise ProfileError(where, key, f"must be {'>= 0' if allow_zero else '> 0'}, got {value}")
 
 @dataclass(frozen=True)
 class Base:
@@ -106,8 +34,8 @@ class Base:
     revision: Optional[str] = None      # a hub commit; required for hub ids
     dtype: str = 'float32'              # float32 on CPU; bfloat16 on GPUs
     def validate(self, where, p):
-        _one_of(where, f"{p}.architecture", self.architecture, ARCHITECTURES)
-        _one_of(where, f"{p}.dtype", self.dtype, ('float32', 'bfloat16', 'float16'))
+        one_of(where, f"{p}.architecture", self.architecture, ARCHITECTURES)
+        one_of(where, f"{p}.dtype", self.dtype, ('float32', 'bfloat16', 'float16'))
 
 @dataclass(frozen=True)
 class VLLMSettings:
@@ -124,7 +52,7 @@ class VLLMSettings:
             raise ProfileError(where, f"{p}.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:
             raise ProfileError(where, f"{p}.kv_cache_gib", f"must be > 0 GiB (or absent), got {self.kv_cache_gib}")
-        for k in ('max_lora_rank', 'tensor_parallel_size', 'max_num_seqs'): _positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('max_lora_rank', 'tensor_parallel_size', 'max_num_seqs'): positive(where, f"{p}.{k}", getattr(self, k))
 
 @dataclass(frozen=True)
 class Serving:
@@ -141,10 +69,10 @@ class Serving:
     merge_lora: bool = False            # merge the adapter into the base before serving
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     def validate(self, where, p):
-        _one_of(where, f"{p}.overlong", self.overlong, OVERLONG_POLICIES)
-        _one_of(where, f"{p}.backend", self.backend, BACKENDS)
-        for k in ('max_new_tokens', 'max_input_tokens', 'batch_size', 'shard_size'): _positive(where, f"{p}.{k}", getattr(self, k))
-        _positive(where, f"{p}.temperature", self.temperature, allow_zero=True)
+        one_of(where, f"{p}.overlong", self.overlong, OVERLONG_POLICIES)
+        one_of(where, f"{p}.backend", self.backend, BACKENDS)
+        for k in ('max_new_tokens', 'max_input_tokens', 'batch_size', 'shard_size'): positive(where, f"{p}.{k}", getattr(self, k))
+        positive(where, f"{p}.temperature", self.temperature, allow_zero=True)
         if not 0 < self.top_p <= 1: raise ProfileError(where, f"{p}.top_p", f"must be in (0, 1], got {self.top_p}")
 
 # %% ../nbs/00_config.ipynb #c012
@@ -160,7 +88,7 @@ class Lora:
     targets: tuple[str, ...] = ('default',)
     use_rslora: bool = False
     def validate(self, where, p):
-        _positive(where, f"{p}.r", self.r); _positive(where, f"{p}.alpha", self.alpha)
+        positive(where, f"{p}.r", self.r); positive(where, f"{p}.alpha", self.alpha)
         if not 0 <= self.dropout < 1: raise ProfileError(where, f"{p}.dropout", f"must be in [0, 1), got {self.dropout}")
 
 @dataclass(frozen=True)
@@ -185,9 +113,9 @@ class Optim:
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
     def validate(self, where, p):
-        _one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
-        _one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
-        for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len'): _positive(where, f"{p}.{k}", getattr(self, k))
+        one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
+        one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
+        for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len'): positive(where, f"{p}.{k}", getattr(self, k))
         if (self.steps is None) == (self.epochs is None):
             raise ProfileError(where, p, "set exactly one of steps or epochs")
         if isinstance(self.activation_checkpointing, str):
@@ -229,7 +157,7 @@ class MixTarget:
     supervised_tokens: Optional[int] = None  # the tokens the loss reads (assistant spans)
     trained_tokens: Optional[int] = None     # tokens the training run consumed (the evidence's training_tokens)
     def validate(self, where, p):
-        for k in ('examples', 'tokens', 'supervised_tokens', 'trained_tokens'): _positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('examples', 'tokens', 'supervised_tokens', 'trained_tokens'): positive(where, f"{p}.{k}", getattr(self, k))
 
 # %% ../nbs/00_config.ipynb #c014
 @dataclass(frozen=True)
@@ -291,7 +219,7 @@ class Arm:
     steps: int = 400
     seed: int = 203
     lr: Optional[float] = None           # defaults to the rounds' optim.lr
-    def validate(self, where, p): _one_of(where, f"{p}.mix", self.mix, ('single', 'double'))
+    def validate(self, where, p): one_of(where, f"{p}.mix", self.mix, ('single', 'double'))
 
 @dataclass(frozen=True)
 class Rounds:
@@ -308,7 +236,7 @@ class Rounds:
     @property
     def champion_name(self) -> str: return self.champion or self.arms[0].name
     def validate(self, where, p):
-        _one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
+        one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
         names = [a.name for a in self.arms]
         if len(set(names)) != len(names): raise ProfileError(where, f"{p}.arms", "duplicate arm names")
         if not names: raise ProfileError(where, f"{p}.arms", "no arms")
@@ -330,7 +258,7 @@ class ReadSettings:
     seed: int = PAIR_READ_SEED
     annotator: str = 'person'            # 'person' (Jupyter or CSV) or 'scripted' (the demo's documented rule)
     def validate(self, where, p):
-        _one_of(where, f"{p}.annotator", self.annotator, ANNOTATORS); _positive(where, f"{p}.n", self.n)
+        one_of(where, f"{p}.annotator", self.annotator, ANNOTATORS); positive(where, f"{p}.n", self.n)
         if not self.instruments: raise ProfileError(where, f"{p}.instruments", "name at least one instrument")
 
 @dataclass(frozen=True)
@@ -357,9 +285,8 @@ class Soups:
     def validate(self, where, p):
         if len(set(self.seeds)) != len(self.seeds): raise ProfileError(where, f"{p}.seeds", "duplicate seeds")
         if len(self.seeds) + self.include_stage < 2: raise ProfileError(where, f"{p}.seeds", "a soup needs at least two parents")
-        _positive(where, f"{p}.svd_rank", self.svd_rank)
-        for m in self.methods: _one_of(where, f"{p}.methods", m, ('uniform', 'linear', 'svd'))
-
+        positive(where, f"{p}.svd_rank", self.svd_rank)
+        for m in self.methods: one_of(where, f"{p}.methods", m, ('uniform', 'linear', 'svd'))
 
 # %% ../nbs/00_config.ipynb #c016
 @dataclass(frozen=True)
@@ -495,13 +422,6 @@ def load_profile(path: str | Path, check_files: bool = True) -> Profile:
     return profile
 
 # %% ../nbs/00_config.ipynb #c020
-def to_dict(obj) -> Any:
-    "Plain JSON-able data from a (nested) profile object."
-    if is_dataclass(obj): return {f.name: to_dict(getattr(obj, f.name)) for f in fields(obj) if f.compare}
-    if isinstance(obj, (tuple, list)): return [to_dict(v) for v in obj]
-    if isinstance(obj, (dict, types.MappingProxyType)): return {str(k): to_dict(v) for k, v in obj.items()}
-    return obj
-
 def canonical_json(obj) -> str:
     return json.dumps(to_dict(obj), sort_keys=True, separators=(',', ':'), ensure_ascii=False)
 

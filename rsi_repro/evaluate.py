@@ -11,7 +11,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from .config import Profile, ProfileError, Serving, fingerprint, to_dict
+from .config import Profile, Serving, fingerprint
+from .typed import ProfileError, to_dict
 from .generate import BACKENDS, Decode, ModelRef, base_identity, generate
 from .io import atomic_write_text, read_jsonl, sha256_file, sha256_json, write_jsonl
 from .constraints import check_all

@@ -11,7 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .config import Profile, Stage, fingerprint, load_profile, to_dict
+from .config import Profile, Stage, fingerprint, load_profile
+from .typed import to_dict
 from .io import atomic_write_text, sha256_file, sha256_json
 
 # %% auto #0

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .config import Lora, Optim, Profile, ProfileError, ReadSettings, from_dict
+from .config import Lora, Optim, Profile, ReadSettings
+from .typed import ProfileError, from_dict
 from . import pair_read as pr
 
 # %% auto #0

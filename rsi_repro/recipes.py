@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional
 
-from .config import Profile, ProfileError
+from .config import Profile
+from .typed import ProfileError
 from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl

@@ -145,7 +145,7 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
     "Write training_evidence.json beside an adapter."
     from rsi_repro.pipeline import package_versions
     from rsi_repro.generate import adapter_identity
-    from rsi_repro.config import to_dict
+    from rsi_repro.typed import to_dict
     gpus = gpu_count() and world_size
     evidence = {'tag': tag, 'base': model.base, 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
                 'warm_start': str(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
@@ -163,7 +163,7 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
 def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: str | None, lora: Lora, optim: Optim,
                base: ModelRef, **settings) -> bool:
     "True when `adapter_dir` holds an adapter trained on this very dataset file, base and warm start, with exactly these settings."
-    from rsi_repro.config import to_dict
+    from rsi_repro.typed import to_dict
     from rsi_repro.generate import adapter_identity
     ev_path = Path(adapter_dir) / 'training_evidence.json'
     if not ev_path.exists() or not Path(dataset_path).exists(): return False

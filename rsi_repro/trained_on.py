@@ -12,7 +12,8 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .config import Profile, to_dict
+from .config import Profile
+from .typed import to_dict
 from .corpora import binarize, chat_messages, read_band, read_sft_mix
 from .io import sha256_file
 
