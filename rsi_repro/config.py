@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses, hashlib, json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import yaml
 
+from .evals import Evals
 from .typed import ProfileError, from_dict, one_of, positive, to_dict
 
 # %% auto #0
@@ -325,7 +326,7 @@ class Profile:
     pair_read: Optional[PairRead] = None
     soups: Optional[Soups] = None
     promotion: dict[str, Any] = field(default_factory=dict)
-    evals: dict[str, Any] = field(default_factory=dict)
+    evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
     path: str = field(default='', compare=False)
     root: str = field(default='.', compare=False)
 
@@ -344,9 +345,6 @@ class Profile:
             if optim.padding_free and self.base.architecture == 'nemotron_h':
                 raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                    "would carry Mamba state from one example into the next (use length_grouping)")
-        if self.evals:           # the instruments' settings: their schema lives with the instruments
-            from rsi_repro.evaluate import validate_evals
-            validate_evals(to_dict(self.evals), where)
         if self.promotion:       # the rule is data; its schema lives with the code that seals and applies it
             from rsi_repro.preregister import PromotionRule
             try: PromotionRule.from_dict(to_dict(self.promotion), where=f"{where}: promotion")

@@ -218,24 +218,23 @@ KNOWN_PROMPT_SETS = {'google/IFEval': (541, "IFEval's published set")}   # hub i
 
 def instrument_requests(profile: Profile, name: str, run: str | Path | None = None) -> list[tuple[str, int]]:
     "(generation set, completions) one checkpoint's evaluation by instrument `name` generates, from the profile's sizes (and a run's math problems)."
-    from rsi_repro.evaluate import instrument_settings
     from rsi_repro.instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path
-    s, where = instrument_settings(profile, name), f"{profile.path}: evals.{name}"
+    s, where = profile.evals.block(name), f"{profile.path}: evals.{name}"
     if name == 'termination': return []          # it audits the answers of the sets it names, generated once
     if name == 'ifbench':
         from rsi_repro.evaluate import ifbench_prompts
         from rsi_repro.instruments.ifbench import scorable
         return [('ifbench', len(scorable(ifbench_prompts(profile))[0]))]   # only prompts scorable here are generated
-    if s.get('n') is not None: return [(name, s['n'] * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
+    if getattr(s, 'n', None) is not None: return [(name, s.n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
     if name in ('h6', 'probe2'):
-        if s['pool']: return [(name, _rows(profile.resolve(s['pool']), f"{where}.pool"))]
+        if s.pool: return [(name, _rows(profile.resolve(s.pool), f"{where}.pool"))]
         if profile.pools is None: raise EstimateError(f"{where}: n and pool are null and the profile has no pools section")
         return [(name, profile.pools.h6_size if name == 'h6' else profile.pools.probe2_size)]
     if name in ('code', 'open_chat', 'wide_chat', 'safety', 'multi_turn'):
-        n = _rows(profile.resolve(s['prompts']) if s['prompts'] else default_prompt_path(name), f"{where}.prompts")
+        n = _rows(profile.resolve(s.prompts) if s.prompts else default_prompt_path(name), f"{where}.prompts")
         return [(name, n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
     if name == 'math':
-        takes = [src.get('take') for src in s['sources'] or []]
+        takes = [src.take for src in s.sources or ()]
         if takes and None not in takes: return [('math', sum(takes))]
         built = [Path(d) / 'eval' / 'math_problems' / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
         for f in built:
@@ -243,10 +242,10 @@ def instrument_requests(profile: Profile, name: str, run: str | Path | None = No
         raise EstimateError(f"{where}.n: null, so the count depends on decontamination, and no run holds its problems "
                             f"({', '.join(map(str, built))}); set it (or a take on every source), or give --run")
     if name == 'ifeval':
-        path = profile.resolve(s['prompts'])
+        path = profile.resolve(s.prompts)
         if path.is_file(): return [('ifeval', _rows(path, f"{where}.prompts"))]
-        if s['prompts'] in KNOWN_PROMPT_SETS: return [('ifeval', KNOWN_PROMPT_SETS[s['prompts']][0])]
-        raise EstimateError(f"{where}.prompts: {s['prompts']!r} is neither a local file nor a set of known size; set evals.ifeval.n")
+        if s.prompts in KNOWN_PROMPT_SETS: return [('ifeval', KNOWN_PROMPT_SETS[s.prompts][0])]
+        raise EstimateError(f"{where}.prompts: {s.prompts!r} is neither a local file nor a set of known size; set evals.ifeval.n")
     raise EstimateError(f"{where}: the estimate has no size rule for instrument {name!r}")
 
 # %% ../nbs/94_estimate.ipynb #c026
@@ -327,9 +326,8 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
 # %% ../nbs/94_estimate.ipynb #c030
 def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str], run=None) -> list[Work]:
     "One checkpoint's generations: each instrument's sets, and the sets termination audits that no instrument generated."
-    from rsi_repro.evaluate import instrument_settings
     names = list(instruments)
-    if 'termination' in names: names += [s for s in instrument_settings(p, 'termination')['sets'] if s not in names]
+    if 'termination' in names: names += [s for s in p.evals.termination.sets if s not in names]
     return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
             for inst in names for s, n in instrument_requests(p, inst, run)]
 

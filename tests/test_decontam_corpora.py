@@ -8,6 +8,7 @@ import pytest
 
 from rsi_repro import evaluate as ev
 from rsi_repro.config import load_profile
+from rsi_repro.evals import read_evals
 from rsi_repro.corpora import write_sft_mix
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.io import write_jsonl
@@ -45,7 +46,7 @@ def run(tmp_path_factory):
             dataclasses.replace(base.sft.corpora[0].bands[0], start=0, stop=3),)),)),
         dpo=dataclasses.replace(base.dpo, corpus=dataclasses.replace(base.dpo.corpus, source=str(dpo), bands=(
             dataclasses.replace(base.dpo.corpus.bands[0], start=0, stop=3),)), audit=dataclasses.replace(base.dpo.audit, start=3, stop=4)),
-        evals={'math': {'sources': [{'source': str(tmp / 'math.jsonl'), 'kind': 'prompt_set'}]}})
+        evals=read_evals({'math': {'sources': [{'source': str(tmp / 'math.jsonl'), 'kind': 'prompt_set'}]}}))
     tok = load_tokenizer(ModelRef.from_profile(profile))
     mixes = {'repair': repair_mix_path(profile.run_dir / 'repair'),
              'single': round_mix_path(profile.run_dir / 'rounds', 'r6', 'single'),

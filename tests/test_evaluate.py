@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 
 from rsi_repro import evaluate as ev
-from rsi_repro.config import ProfileError, load_profile
+from rsi_repro.config import load_profile
+from rsi_repro.evals import read_evals
+from rsi_repro.typed import ProfileError
 from rsi_repro.corpora import chat_messages, read_band
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.io import read_jsonl, write_jsonl
@@ -18,7 +20,7 @@ SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'wide_chat'
 
 def tiny_profile(evals: dict, **serving):
     p = load_profile(ROOT / 'configs/tiny.yaml')   # without the repair and rounds stages, whose mixes are not written here
-    return dataclasses.replace(p, evals=evals, serving=dataclasses.replace(p.serving, **serving), repair=None, rounds=None)
+    return dataclasses.replace(p, evals=read_evals(evals), serving=dataclasses.replace(p.serving, **serving), repair=None, rounds=None)
 
 
 @pytest.fixture(scope='module')
@@ -55,7 +57,7 @@ def test_outcomes_have_one_row_per_prompt_and_the_contract_columns(run):
         summary = results[name][1]
         assert 'ALL' in set(summary.family) and summary.set_index('family').loc['ALL', 'n'] == n
     # the prompts each instrument read are the ones the profile names: pool ids, math problem ids
-    assert set(results['h6'][0].id) <= {r['id'] for r in read_jsonl(profile.evals['h6']['pool'])}
+    assert set(results['h6'][0].id) <= {r['id'] for r in read_jsonl(profile.evals.h6.pool)}
     assert results['math'][0].id.tolist() == [r['id'] for r in read_jsonl(out / 'math_problems' / 'problems.jsonl')]
     assert {'strict', 'loose'} <= set(results['math'][1].columns)
     identity = json.loads(ev.result_paths(out, 'base', 'safety')['meta'].read_text())['identity']
@@ -98,7 +100,7 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
         {'id': 'own-1', 'family': 'free', 'question': 'A farmer has 12 hens and buys 7 more. How many hens now?', 'answer': '#### 19'},
         {'id': 'planted', 'family': 'free', 'question': f'Read this: {planted} How many words are above?', 'answer': '#### 3'},
         {'id': 'near-miss', 'family': 'free', 'question': f'Read this: {near_miss} How many words are above?', 'answer': '#### 3'}])
-    p = dataclasses.replace(profile, evals={'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}}, repair=None, rounds=None)
+    p = dataclasses.replace(profile, evals=read_evals({'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}}), repair=None, rounds=None)
     kept, dropped = ev.math_problems(p, tmp_path / 'math_problems')
     assert kept.id.tolist() == ['own-1', 'near-miss']
     assert dropped.id.tolist() == ['planted']
@@ -110,10 +112,11 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
 
 
 def test_bad_settings_name_the_key(tmp_path):
-    p = tiny_profile({'math': {}, 'code': {'limit': 3}, 'checkpoints': 'base'})
+    p = tiny_profile({'math': {}})
     with pytest.raises(ProfileError, match='evals.math.sources'): ev.math_problems(p, tmp_path)
-    with pytest.raises(ProfileError, match='evals.code.limit'): ev.instrument_settings(p, 'code')
     with pytest.raises(ProfileError, match='evals.checkpoints'): ev.eval_checkpoints(p)
+    with pytest.raises(ProfileError, match=r'evals\.code\.limit: unknown key'): tiny_profile({'code': {'limit': 3}})
+    with pytest.raises(ProfileError, match=r'evals\.checkpoints: expected a list'): tiny_profile({'checkpoints': 'base'})
     with pytest.raises(ValueError, match='asks for 999 prompts'):
         ev.generation_set(tiny_profile({'code': {'n': 999}}), 'code', tmp_path)
     with pytest.raises(FileNotFoundError, match='run the pools stage'):

@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 
 from rsi_repro import evaluate as ev
-from rsi_repro.config import ProfileError, load_profile
+from rsi_repro.config import load_profile
+from rsi_repro.evals import read_evals
+from rsi_repro.typed import ProfileError, to_dict
 from rsi_repro.generate import Completion
 from rsi_repro.instruments import ifbench
 from rsi_repro.instruments.ifeval_official import IFEvalDataError, load_ifeval_prompts
@@ -18,8 +20,8 @@ def test_both_profiles_run_both_instruments():
     for name, ifeval_source, ifbench_n in (('nemotron', 'google/IFEval', None), ('tiny', 'data/prompts/ifeval_sample.jsonl', 30)):
         p = load_profile(ROOT / f'configs/{name}.yaml', check_files=False)       # validated on load
         assert {'ifeval', 'ifbench'} <= set(ev.eval_instruments(p)), name
-        assert ev.instrument_settings(p, 'ifeval') == {'n': None, 'prompts': ifeval_source}, name
-        assert ev.instrument_settings(p, 'ifbench') == {'n': ifbench_n, 'prompts': None}, name
+        assert to_dict(p.evals.ifeval) == {'n': None, 'prompts': ifeval_source}, name
+        assert to_dict(p.evals.ifbench) == {'n': ifbench_n, 'prompts': None}, name
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
     assert len(ev.ifeval_prompts(tiny)) == 16                           # the shipped sample, offline
 
@@ -28,7 +30,7 @@ def test_both_profiles_run_both_instruments():
                                         ({'ifeval': {'split': 'test'}}, 'evals.ifeval.split')])
 def test_bad_settings_name_the_key(evals, key):
     with pytest.raises(ProfileError, match=key.replace('.', r'\.')):
-        ev.validate_evals(evals, 'x.yaml')
+        read_evals(evals, 'x.yaml')
 
 
 def test_hub_id_offline_fails_closed_with_the_fix(monkeypatch):
@@ -86,7 +88,7 @@ def ifbench_run(tmp_path, monkeypatch):
     rows = tmp_path / 'ifbench_rows.jsonl'
     rows.write_text(''.join(json.dumps(r) + '\n' for r in IFBENCH_ROWS))
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
-    profile = dataclasses.replace(tiny, evals={'checkpoints': ['base', 'sft'], 'ifbench': {'prompts': str(rows)}},
+    profile = dataclasses.replace(tiny, evals=read_evals({'checkpoints': ['base', 'sft'], 'ifbench': {'prompts': str(rows)}}),
                                   serving=dataclasses.replace(tiny.serving, max_input_tokens=100_000))
     backends = {'base': TableBackend(PARENT), 'sft': TableBackend(CHILD)}
     results = {ck: ev.evaluate_checkpoint(profile, 'base', tmp_path / ck, instruments=['ifbench'], backend_obj=b, progress=False)
@@ -127,7 +129,7 @@ def test_ifbench_pairs_each_checkpoint_with_its_parent_per_type(ifbench_run):
 
 def test_ifeval_instrument_on_the_sample_file(tmp_path):
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
-    profile = dataclasses.replace(tiny, evals={'checkpoints': ['base'], 'ifeval': {'n': 3, 'prompts': 'data/prompts/ifeval_sample.jsonl'}},
+    profile = dataclasses.replace(tiny, evals=read_evals({'checkpoints': ['base'], 'ifeval': {'n': 3, 'prompts': 'data/prompts/ifeval_sample.jsonl'}}),
                                   serving=dataclasses.replace(tiny.serving, max_input_tokens=100_000))
     prompts = ev.ifeval_prompts(profile)
     assert prompts.id.tolist() == ['1001', '1002', '1003']

@@ -50,10 +50,10 @@ def test_a_battery_with_a_family_off_its_count_is_refused(battery):
 
 def test_the_nemotron_profile_reads_all_231_and_tiny_a_subset_of_every_family(tmp_path):
     nem = load_profile(ROOT / 'configs/nemotron.yaml', check_files=False)
-    assert 'wide_chat' in ev.eval_instruments(nem) and ev.instrument_settings(nem, 'wide_chat')['n'] == 231
+    assert 'wide_chat' in ev.eval_instruments(nem) and nem.evals.wide_chat.n == 231
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
     prompts, reqs = ev.generation_set(tiny, 'wide_chat', tmp_path)
-    assert len(prompts) == len(reqs) == ev.instrument_settings(tiny, 'wide_chat')['n'] == 24
+    assert len(prompts) == len(reqs) == tiny.evals.wide_chat.n == 24
     assert prompts.family.value_counts().to_dict() == {f: 2 for f in OPEN_CHAT_FAMILIES}
 
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import json, os
 from pathlib import Path
 import pandas as pd
+from ..evals import IFEVAL_SOURCE
 from ..ifeval import reference_random, score_many, unscorable
 from .text import generation_table, per_prompt, rate_se
 
 # %% auto #0
-__all__ = ['DEFAULT_SOURCE', 'IFEVAL_FIELDS', 'OFFLINE_ENV', 'IFEvalDataError', 'hub_offline', 'ifeval_row', 'read_ifeval_file',
+__all__ = ['IFEVAL_FIELDS', 'OFFLINE_ENV', 'IFEvalDataError', 'hub_offline', 'ifeval_row', 'read_ifeval_file',
            'ifeval_rows_from_hub', 'load_ifeval_prompts', 'ifeval_summary', 'score_ifeval']
 
 # %% ../../nbs/47_instruments_ifeval_official.ipynb #c005
-DEFAULT_SOURCE = 'google/IFEval'
 IFEVAL_FIELDS = {'key': (int, str), 'prompt': str, 'instruction_id_list': list, 'kwargs': list}
 OFFLINE_ENV = ('HF_HUB_OFFLINE', 'HF_DATASETS_OFFLINE')
 
@@ -67,7 +67,7 @@ def ifeval_rows_from_hub(dataset_id: str, split: str = 'train') -> list[dict]:
 def _path_like(source: str) -> bool:
     return Path(source).suffix.lower() in ('.jsonl', '.json') or source.startswith(('.', '/', '~')) or source.count('/') != 1
 
-def load_ifeval_prompts(source: str | Path = DEFAULT_SOURCE,  # a local IFEval JSONL, or a Hugging Face dataset id
+def load_ifeval_prompts(source: str | Path = IFEVAL_SOURCE,  # a local IFEval JSONL, or a Hugging Face dataset id
                         root: str | Path | None = None,       # folder a relative path is read from (the project root)
                         ) -> pd.DataFrame:
     "IFEval prompts as a prompt set: id (the key, as text), family (the first instruction id), prompt, ids, kwargs."
