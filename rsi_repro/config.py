@@ -12,6 +12,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from .evals import Evals
+from .promotion import PromotionRule
 from .typed import ProfileError, from_dict, one_of, positive, to_dict
 
 # %% auto #0
@@ -325,7 +326,7 @@ class Profile:
     rounds: Optional[Rounds] = None
     pair_read: Optional[PairRead] = None
     soups: Optional[Soups] = None
-    promotion: dict[str, Any] = field(default_factory=dict)
+    promotion: Optional[PromotionRule] = None               # read by rsi_repro.promotion
     evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
     path: str = field(default='', compare=False)
     root: str = field(default='.', compare=False)
@@ -345,12 +346,6 @@ class Profile:
             if optim.padding_free and self.base.architecture == 'nemotron_h':
                 raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                    "would carry Mamba state from one example into the next (use length_grouping)")
-        if self.promotion:       # the rule is data; its schema lives with the code that seals and applies it
-            from rsi_repro.preregister import PromotionRule
-            try: PromotionRule.from_dict(to_dict(self.promotion), where=f"{where}: promotion")
-            except (KeyError, ValueError, TypeError) as e:
-                msg = str(e.args[0] if e.args else e)
-                raise ProfileError(where, 'promotion', msg, message=msg) from None
 
     def resolve(self, path: str | Path) -> Path:
         "A path from the profile, relative to the project root."
@@ -361,6 +356,12 @@ class Profile:
         for s in self.stages:
             if s.name == name: return s
         raise KeyError(f"{self.path}: no stage named {name!r} (stages: {', '.join(s.name for s in self.stages)})")
+
+    def section(self, name: str):
+        "A section of the profile (sft, dpo, repair, rounds, pools, promotion, ...), or an error naming it when absent."
+        value = getattr(self, name)
+        if value is None: raise ProfileError(self.path, name, f"this profile has no {name} section")
+        return value
 
     @property
     def run_dir(self) -> Path: return self.resolve(Path('outputs') / self.run)

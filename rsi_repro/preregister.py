@@ -6,179 +6,25 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
-import pandas as pd
-
-from .io import atomic_write_text, sha256_file, sha256_json
-from .stats import ALL, compare, load_outcomes, paired
+from .io import atomic_write_text, sha256_file, sha256_json, write_jsonl
+from .promotion import PromotionRule, kind_of, paired_numbers
+from .stats import load_outcomes, paired
 
 # %% auto #0
-__all__ = ['CLAUSES', 'SEAL_VERSION', 'MANIFEST_TIME_KEYS', 'RuleError', 'SealError', 'DeltaAbove', 'DeltaAtLeast',
-           'NoFamilyCollapse', 'Significant', 'PromotionRule', 'Seal', 'read_seal', 'seal', 'result_time', 'Decision',
-           'decide', 'write_outcomes']
+__all__ = ['SEAL_VERSION', 'MANIFEST_TIME_KEYS', 'SealError', 'Seal', 'read_seal', 'seal', 'result_time', 'Decision', 'decide',
+           'write_outcomes']
 
 # %% ../nbs/21_preregister.ipynb #c005
-class RuleError(ValueError):
-    "A promotion rule that cannot be used (the message names where it came from and the offending key)."
-
-
 class SealError(ValueError):
     "A decision the seal forbids: the rule changed after sealing, or the results predate the seal."
-
-
-def _num(v, where: str, key: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise RuleError(f"{where}: {key} must be a finite number, got {v!r}")
-    return float(v)
-
-
-def _name(v, where: str, key: str) -> str:
-    if not isinstance(v, str) or not v.strip():
-        raise RuleError(f"{where}: {key} must be a non-empty string, got {v!r}")
-    return v
-
-
-def _numbers(p) -> dict:
-    return {k: getattr(p, k) for k in ("n", "fixed", "lost", "tied", "tied_fail", "rate_a", "rate_b", "delta", "se", "p")}
-
-
-@dataclass(frozen=True)
-class DeltaAbove:
-    "Candidate minus incumbent pass rate strictly above `threshold` on `instrument`."
-    instrument: str
-    threshold: float
-
-    def check(self, where):
-        return type(self)(_name(self.instrument, where, "instrument"), _num(self.threshold, where, "threshold"))
-
-    def judge(self, a, b) -> tuple[bool, dict]:
-        p = paired(a, b)
-        return p.delta > self.threshold, {**_numbers(p), "test": f"delta > {self.threshold}"}
-
-
-@dataclass(frozen=True)
-class DeltaAtLeast:
-    "Candidate pass rate at least the incumbent's plus `threshold` (0: 'at or above the incumbent')."
-    instrument: str
-    threshold: float
-
-    def check(self, where):
-        return type(self)(_name(self.instrument, where, "instrument"), _num(self.threshold, where, "threshold"))
-
-    def judge(self, a, b) -> tuple[bool, dict]:
-        p = paired(a, b)
-        return p.delta >= self.threshold, {**_numbers(p), "test": f"delta >= {self.threshold}"}
-
-
-@dataclass(frozen=True)
-class NoFamilyCollapse:
-    "No group (constraint family) loses more than `max_drop` of pass rate on `instrument`."
-    instrument: str
-    max_drop: float
-    by: str = "family"
-
-    def check(self, where):
-        m = _num(self.max_drop, where, "max_drop")
-        if m < 0:
-            raise RuleError(f"{where}: max_drop must be >= 0 (a drop is a positive number), got {m}")
-        return type(self)(_name(self.instrument, where, "instrument"), m, _name(self.by, where, "by"))
-
-    def judge(self, a, b) -> tuple[bool, dict]:
-        t = compare(a, b, by=self.by).drop(index=ALL)
-        fams = {str(g): {"n": int(r.n), "fixed": int(r.fixed), "lost": int(r.lost), "delta": float(r.delta)}
-                for g, r in t.iterrows()}
-        worst = min(fams, key=lambda g: fams[g]["delta"])
-        return fams[worst]["delta"] >= -self.max_drop, {
-            "test": f"every {self.by} delta >= -{self.max_drop}", "worst": worst,
-            "worst_delta": fams[worst]["delta"], "groups": fams}
-
-
-@dataclass(frozen=True)
-class Significant:
-    "A positive delta whose exact sign test has p < `alpha` on `instrument`."
-    instrument: str
-    alpha: float
-
-    def check(self, where):
-        a = _num(self.alpha, where, "alpha")
-        if not 0 < a < 1:
-            raise RuleError(f"{where}: alpha must be in (0, 1), got {a}")
-        return type(self)(_name(self.instrument, where, "instrument"), a)
-
-    def judge(self, a, b) -> tuple[bool, dict]:
-        p = paired(a, b)
-        return p.delta > 0 and p.p < self.alpha, {**_numbers(p), "test": f"delta > 0 and p < {self.alpha}"}
-
-
-CLAUSES = {"delta_above": DeltaAbove, "delta_at_least": DeltaAtLeast,
-           "no_family_collapse": NoFamilyCollapse, "significant": Significant}
-
-# %% ../nbs/21_preregister.ipynb #c007
-_RULE_KEYS = {"description", "clauses"}
-
-
-def _clause_from_dict(d, where: str):
-    if not isinstance(d, Mapping):
-        raise RuleError(f"{where}: a clause must be a mapping, got {d!r}")
-    kind = d.get("kind")
-    if kind not in CLAUSES:
-        raise RuleError(f"{where}: unknown clause kind {kind!r}; known: {sorted(CLAUSES)}")
-    cls = CLAUSES[kind]
-    names = [f.name for f in fields(cls)]
-    unknown = [k for k in d if k != "kind" and k not in names]
-    if unknown:
-        raise RuleError(f"{where}: unknown key(s) {unknown} for kind {kind!r}; allowed: {names}")
-    required = [f.name for f in fields(cls) if f.default is MISSING]
-    missing = [k for k in required if k not in d]
-    if missing:
-        raise RuleError(f"{where}: kind {kind!r} needs {missing}")
-    return cls(**{k: v for k, v in d.items() if k != "kind"}).check(where)
-
-
-@dataclass(frozen=True)
-class PromotionRule:
-    "A pre-registered promotion rule: every clause must pass."
-    clauses: tuple
-    description: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Mapping,            # the profile's `promotion` mapping
-                  where: str = "promotion",   # where it came from, for error messages
-                  ) -> PromotionRule:
-        "Validate a promotion rule strictly."
-        if not isinstance(d, Mapping) or not d:
-            raise RuleError(f"{where}: no promotion rule (expected a mapping with 'clauses')")
-        unknown = sorted(set(d) - _RULE_KEYS)
-        if unknown:
-            raise RuleError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(_RULE_KEYS)}")
-        cl = d.get("clauses")
-        if not isinstance(cl, (list, tuple)) or not cl:
-            raise RuleError(f"{where}: 'clauses' must be a non-empty list")
-        desc = d.get("description", "")
-        if not isinstance(desc, str):
-            raise RuleError(f"{where}: description must be text, got {desc!r}")
-        return cls(tuple(_clause_from_dict(c, f"{where}.clauses[{i}]") for i, c in enumerate(cl)), desc)
-
-    def to_dict(self) -> dict:
-        return {"description": self.description,
-                "clauses": [{"kind": k, **vars(c)} for c in self.clauses for k, v in CLAUSES.items() if type(c) is v]}
-
-    @property
-    def sha256(self) -> str:
-        "sha256 of the rule's canonical JSON (sorted keys, no spaces)."
-        return sha256_json(self.to_dict())
-
-    @property
-    def instruments(self) -> tuple:
-        return tuple(dict.fromkeys(c.instrument for c in self.clauses))
 
 # %% ../nbs/21_preregister.ipynb #c011
 SEAL_VERSION = 1
@@ -224,7 +70,7 @@ def read_seal(seal_path) -> Seal:
         raise SealError(f"{seal_path}: the sealed rule does not hash to the recorded sha256 (the seal file was edited)")
     return s
 
-
+# %% ../nbs/21_preregister.ipynb #c011s1
 def seal(rule: PromotionRule,   # the validated rule
          seal_path,             # where the seal lives (beside the run's outputs)
          replace: bool = False,  # allow sealing a different rule over an existing seal
@@ -320,8 +166,9 @@ class Decision:
     def write(self, path) -> Path:
         return atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
 
-    def table(self) -> pd.DataFrame:
+    def table(self) -> 'pd.DataFrame':
         "One row per clause: what was tested, on what, and whether it passed."
+        import pandas as pd
         return pd.DataFrame([{"kind": c["kind"], "instrument": c["params"]["instrument"], "test": c["evidence"]["test"],
                               "value": c["evidence"].get("delta", c["evidence"].get("worst_delta")),
                               "passed": c["passed"]} for c in self.clauses])
@@ -343,7 +190,7 @@ def _source(v) -> tuple[Path, str | None]:
         return Path(path), ckpt
     return Path(v), None
 
-
+# %% ../nbs/21_preregister.ipynb #c016s1
 def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
            seal_path,             # the seal written before the evaluation ran
            incumbent: Mapping,    # {instrument: outcome table path, or (path, checkpoint)}
@@ -375,11 +222,11 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
                                 f"not {s.rule_sha256[:12]}")
             results.append({"instrument": inst, "role": role, "checkpoint": ckpt, **rt})
             tables[(inst, role)] = load_outcomes(path, checkpoint=ckpt)
-    comparisons = {i: _numbers(paired(tables[(i, "incumbent")], tables[(i, "candidate")])) for i in rule.instruments}
+    comparisons = {i: paired_numbers(paired(tables[(i, "incumbent")], tables[(i, "candidate")])) for i in rule.instruments}
     verdicts = []
     for c in rule.clauses:
         ok, ev = c.judge(tables[(c.instrument, "incumbent")], tables[(c.instrument, "candidate")])
-        kind = next(k for k, v in CLAUSES.items() if type(c) is v)
+        kind = kind_of(c)
         verdicts.append({"kind": kind, "params": vars(c).copy(), "passed": bool(ok), "evidence": ev})
     return Decision(promote=all(v["passed"] for v in verdicts), incumbent=incumbent_name, candidate=candidate_name,
                     rule=rule.to_dict(), rule_sha256=rule.sha256,
@@ -395,4 +242,4 @@ def write_outcomes(path,          # .jsonl file to write
     "Write a per-prompt outcome table (JSONL) in the format instruments use: id, family, passed[, checkpoint]."
     rows = [{"id": k, "family": family[k], "passed": bool(v), **({"checkpoint": checkpoint} if checkpoint else {})}
             for k, v in passed.items()]
-    return atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
+    return write_jsonl(path, rows)

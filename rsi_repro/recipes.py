@@ -302,8 +302,8 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
                  incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = 'eval'):
     "Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json."
     from rsi_repro.evaluate import result_paths
-    from rsi_repro.preregister import PromotionRule, decide
-    rule = PromotionRule.from_dict(profile.promotion, where=f"{profile.path}: promotion")
+    from rsi_repro.preregister import decide
+    rule = profile.section('promotion')
     seal_path = seal_path or profile.run_dir / 'preregister' / 'promotion.seal.json'
     path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
     incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from rsi_repro.preregister import (CLAUSES, PromotionRule, RuleError, SealError, decide, read_seal, result_time, seal,
-                                   write_outcomes)
+from rsi_repro.preregister import SealError, decide, read_seal, result_time, seal, write_outcomes
+from rsi_repro.promotion import CLAUSES, PromotionRule, RuleError
 from rsi_repro.stats import pair_from_counts
 
 RULE = {"description": "positive wide-H6 delta, no collapsed family, probe2 at or above the incumbent",
