@@ -16,17 +16,18 @@ from .promotion import PromotionRule
 from .typed import ProfileError, from_dict, one_of, positive, to_dict
 
 # %% auto #0
-__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'SCHEDULES', 'LORA_COMPUTE',
-           'PAIR_READ_SEED', 'ANNOTATORS', 'Base', 'VLLMSettings', 'Serving', 'Lora', 'Optim', 'Band', 'Corpus',
-           'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings',
-           'PairRead', 'Soups', 'Pools', 'Stage', 'Profile', 'project_root', 'deep_merge', 'load_profile',
-           'canonical_json', 'fingerprint', 'rooted']
+__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
+           'LORA_COMPUTE', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving',
+           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage',
+           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile',
+           'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'canonical_json', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
 ARCHITECTURES = ('llama', 'qwen2', 'qwen3', 'qwen3_moe', 'nemotron_h')
 BACKENDS = ('hf', 'vllm')
 OVERLONG_POLICIES = ('error', 'drop_oldest')
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)   # the LoRA ranks vLLM serves without merging
 
 @dataclass(frozen=True)
 class Base:
@@ -50,11 +51,12 @@ class VLLMSettings:
     max_num_seqs: int = 256
     batch_invariant: bool = True        # greedy is not batch-invariant in vLLM unless asked
     def validate(self, where, p):
+        one_of(where, f"{p}.max_lora_rank", self.max_lora_rank, VLLM_LORA_RANKS)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ProfileError(where, f"{p}.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:
             raise ProfileError(where, f"{p}.kv_cache_gib", f"must be > 0 GiB (or absent), got {self.kv_cache_gib}")
-        for k in ('max_lora_rank', 'tensor_parallel_size', 'max_num_seqs'): positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('tensor_parallel_size', 'max_num_seqs'): positive(where, f"{p}.{k}", getattr(self, k))
 
 @dataclass(frozen=True)
 class Serving:
@@ -73,9 +75,14 @@ class Serving:
     def validate(self, where, p):
         one_of(where, f"{p}.overlong", self.overlong, OVERLONG_POLICIES)
         one_of(where, f"{p}.backend", self.backend, BACKENDS)
-        for k in ('max_new_tokens', 'max_input_tokens', 'batch_size', 'shard_size'): positive(where, f"{p}.{k}", getattr(self, k))
-        positive(where, f"{p}.temperature", self.temperature, allow_zero=True)
-        if not 0 < self.top_p <= 1: raise ProfileError(where, f"{p}.top_p", f"must be in (0, 1], got {self.top_p}")
+        for k in ('max_input_tokens', 'batch_size', 'shard_size'): positive(where, f"{p}.{k}", getattr(self, k))
+        check_decoding(self, where, p)
+
+def check_decoding(s, where: str, p: str) -> None:
+    "The decoding settings serving and sampling share: temperature >= 0, top_p in (0, 1], max_new_tokens > 0."
+    positive(where, f"{p}.temperature", s.temperature, allow_zero=True)
+    if not 0 < s.top_p <= 1: raise ProfileError(where, f"{p}.top_p", f"must be in (0, 1], got {s.top_p}")
+    positive(where, f"{p}.max_new_tokens", s.max_new_tokens)
 
 # %% ../nbs/00_config.ipynb #c012
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
@@ -200,6 +207,12 @@ class Sampling:
     cap_per_prompt: int = 2
     min_new_tokens: int = 1
     max_kept_tokens: Optional[int] = None
+    def validate(self, where, p):
+        check_decoding(self, where, p)
+        for k in ('k', 'cap_per_prompt', 'max_kept_tokens'): positive(where, f"{p}.{k}", getattr(self, k))
+        positive(where, f"{p}.min_new_tokens", self.min_new_tokens, allow_zero=True)
+        if self.min_new_tokens > self.max_new_tokens:
+            raise ProfileError(where, f"{p}.min_new_tokens", f"{self.min_new_tokens} is above max_new_tokens ({self.max_new_tokens})")
 
 @dataclass(frozen=True)
 class RepairStage:
@@ -211,6 +224,7 @@ class RepairStage:
     warm_start: str = 'dpo'
     mix_target: Optional[MixTarget] = None   # the card's size of the repair mix, reported beside what was reached
 
+# %% ../nbs/00_config.ipynb #c014t
 @dataclass(frozen=True)
 class Arm:
     "One self-distillation round (stage 4) or one cell of the grid of arms that follows it."
@@ -311,6 +325,7 @@ class Stage:
     params: dict[str, Any] = field(default_factory=dict)
     takes_arms: bool = False             # `rsi-repro run --arm NAME` narrows this stage to the named arms
 
+# %% ../nbs/00_config.ipynb #c016c
 @dataclass(frozen=True)
 class Profile:
     "A whole run: every setting the study's stages read."
@@ -346,6 +361,7 @@ class Profile:
             if optim.padding_free and self.base.architecture == 'nemotron_h':
                 raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                    "would carry Mamba state from one example into the next (use length_grouping)")
+        check_vllm_ranks(self, where)
 
     def resolve(self, path: str | Path) -> Path:
         "A path from the profile, relative to the project root."
@@ -365,6 +381,22 @@ class Profile:
 
     @property
     def run_dir(self) -> Path: return self.resolve(Path('outputs') / self.run)
+
+# %% ../nbs/00_config.ipynb #c016d
+LORA_SECTIONS = ('sft', 'dpo', 'repair', 'rounds')   # the sections that train an adapter
+
+def check_vllm_ranks(profile: Profile, where: str) -> None:
+    "Refuse, before any training, a LoRA rank vLLM cannot serve when the profile serves with vLLM and does not merge."
+    s = profile.serving
+    if s.backend != 'vllm' or s.merge_lora: return
+    for name in LORA_SECTIONS:
+        section = getattr(profile, name)
+        if section is None: continue
+        r = section.lora.r
+        if r not in VLLM_LORA_RANKS or r > s.vllm.max_lora_rank:
+            raise ProfileError(where, f"{name}.lora.r", f"rank {r} cannot be served by vLLM (serving.vllm.max_lora_rank: "
+                               f"{s.vllm.max_lora_rank}; servable ranks {', '.join(map(str, VLLM_LORA_RANKS))}); "
+                               "set serving.merge_lora: true to merge each adapter into the base before serving")
 
 # %% ../nbs/00_config.ipynb #c018
 def project_root(start: Path) -> Path:

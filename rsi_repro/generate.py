@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
-from .config import Serving
+from .config import VLLM_LORA_RANKS, Serving
 from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_json, write_jsonl
 
 # %% auto #0
-__all__ = ['BACKENDS', 'VLLM_LORA_RANKS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
-           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
+__all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
+           'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
            'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
            'model_max_len', 'vllm_engine_args', 'VLLMBackend', 'plan_dir', 'generate']
 
@@ -191,8 +191,6 @@ class HFBackend:
         return out
 
 # %% ../nbs/03_generate.ipynb #c014
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-
 def adapter_rank(adapter: str | Path) -> int:
     return int(json.loads((Path(adapter) / 'adapter_config.json').read_text())['r'])
 
