@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_config.ipynb #c002
 from __future__ import annotations
-import dataclasses, hashlib, json
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -12,6 +12,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from .evals import Evals
+from .io import sha256_json
 from .promotion import PromotionRule
 from .typed import ProfileError, from_dict, one_of, positive, to_dict
 
@@ -20,7 +21,7 @@ __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLIC
            'LORA_COMPUTE', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving',
            'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage',
            'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile',
-           'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'canonical_json', 'fingerprint', 'rooted']
+           'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -453,12 +454,9 @@ def load_profile(path: str | Path, check_files: bool = True) -> Profile:
     return profile
 
 # %% ../nbs/00_config.ipynb #c020
-def canonical_json(obj) -> str:
-    return json.dumps(to_dict(obj), sort_keys=True, separators=(',', ':'), ensure_ascii=False)
-
 def fingerprint(obj) -> str:
-    "sha256 of the canonical JSON of a settings object."
-    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+    "sha256 of the canonical JSON of a settings object (`rsi_repro.io.sha256_json` of its plain data)."
+    return sha256_json(to_dict(obj))
 
 # %% ../nbs/00_config.ipynb #c027
 def rooted(*paths: str | Path) -> str | list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from .config import Profile, Stage
+from .io import iter_jsonl
 
 # %% auto #0
 __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
@@ -167,9 +168,8 @@ def run_lengths(run_dir: str | Path) -> dict[str, Length]:
     for shard in sorted(run_dir.rglob('shard-*.jsonl')):
         key = _gen_set(shard.relative_to(run_dir).parts)
         if key is None: continue
-        for lineno, line in enumerate(shard.read_text().splitlines(), 1):
-            if not line.strip(): continue
-            n = json.loads(line).get('new_tokens')
+        for lineno, row in iter_jsonl(shard, error=EstimateError):
+            n = row.get('new_tokens')
             if not isinstance(n, int): raise EstimateError(f"{shard}:{lineno}: no integer new_tokens")
             s = gen.setdefault(key, [0, 0]); s[0] += 1; s[1] += n
     train: dict[str, dict] = {}

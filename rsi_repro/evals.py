@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .typed import ProfileError, from_dict, one_of, positive, to_dict
+from .typed import ProfileError, from_dict, one_of, positive
 
 # %% auto #0
 __all__ = ['INSTRUMENT_NAMES', 'SINGLE_TURN_SETS', 'MATH_SOURCE_KINDS', 'IFEVAL_SOURCE', 'PoolEval', 'PromptSetEval',

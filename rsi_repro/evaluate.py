@@ -14,7 +14,7 @@ import pandas as pd
 from .config import Profile, Serving, fingerprint
 from .typed import ProfileError, to_dict
 from .generate import BACKENDS, Decode, ModelRef, base_identity, generate
-from .io import atomic_write_text, read_jsonl, sha256_file, sha256_json, write_jsonl
+from .io import atomic_write_text, library_sha256, read_jsonl, sha256_file, sha256_json, write_jsonl
 from .constraints import check_all
 from .instruments.prompts import (MULTI_TURN_LENGTH, default_prompt_path, load_prompt_set,
                                            multi_turn_messages, prompt_set_from_rows)
@@ -411,8 +411,7 @@ SCORER_MODULES = ('evaluate.py', 'constraints.py', 'instruments/*.py')
 
 def scorer_sha256() -> str:
     "sha256 of the library files that score outcomes (this module, the constraint registry, the instruments)."
-    root = Path(__file__).resolve().parent if '__file__' in globals() else Path('../rsi_repro').resolve()
-    return sha256_json({p.relative_to(root).as_posix(): sha256_file(p) for pat in SCORER_MODULES for p in sorted(root.glob(pat))})
+    return library_sha256(SCORER_MODULES)
 
 def _inputs_sha256(profile: Profile, inst: Instrument, ck: Checkpoint, ck_dir: Path) -> str:
     files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(profile, ck_dir, ck)}

@@ -4,12 +4,13 @@
 
 # %% ../nbs/11_ifeval.ipynb #c002
 from __future__ import annotations
-import collections, functools, json, os, re, tempfile
+import collections, functools, json, re, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from langdetect import DetectorFactory
+from .io import iter_jsonl, write_jsonl
 from .langdetect_exact import detect_many
 from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from nltk.tokenize.destructive import NLTKWordTokenizer
@@ -475,17 +476,12 @@ _FIELDS = {"key": None, "prompt": str, "instruction_id_list": list, "kwargs": li
 def read_rows(in_path: str | Path) -> list[tuple[str, dict]]:
     "(location, row) for every line of an IFEval-with-response JSONL file, validated."
     rows = []
-    with open(in_path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            where = f"{in_path}:{lineno}"
-            if not line.strip(): raise IFEvalInputError(f"{where}: empty line")
-            try: row = json.loads(line)
-            except json.JSONDecodeError as e: raise IFEvalInputError(f"{where}: malformed JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(row, dict): raise IFEvalInputError(f"{where}: a row must be a JSON object")
-            for k, t in _FIELDS.items():
-                if k not in row: raise IFEvalInputError(f"{where}: missing field {k!r}")
-                if t is not None and not isinstance(row[k], t): raise IFEvalInputError(f"{where}: field {k!r} must be a {t.__name__}")
-            rows.append((where, row))
+    for lineno, row in iter_jsonl(in_path, error=IFEvalInputError, blank='error'):
+        where = f"{in_path}:{lineno}"
+        for k, t in _FIELDS.items():
+            if k not in row: raise IFEvalInputError(f"{where}: missing field {k!r}")
+            if t is not None and not isinstance(row[k], t): raise IFEvalInputError(f"{where}: field {k!r} must be a {t.__name__}")
+        rows.append((where, row))
     return rows
 
 CHUNK_ROWS = 2048  # rows scored together: langdetect batches stay large, memory stays small
@@ -526,12 +522,7 @@ def check_jsonl(in_path: str | Path,   # IFEval input rows with a `response` fie
                     "follow_all_instructions_strict": v.all_strict, "follow_all_instructions_loose": v.all_loose})
         rr = reference_random(row["instruction_id_list"], row["kwargs"])
         if rr: out[-1]["reference_random"] = rr; n_random += 1
-    out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for o in out: f.write(json.dumps(o, ensure_ascii=False) + "\n")
-    os.replace(tmp, out_path)
+    write_jsonl(out_path, out)
     return {**summarise_verdicts([row["instruction_id_list"] for _, row in rows], verdicts),
             "n_skipped": len(skipped), "skipped": skipped, "n_reference_random": n_random}
 

@@ -4,33 +4,43 @@
 
 # %% ../nbs/00a_io.ipynb #c002
 from __future__ import annotations
-import hashlib, json, os, tempfile
+import hashlib, json, os, platform, tempfile
+from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Iterator
 
 # %% auto #0
-__all__ = ['DataError', 'iter_jsonl', 'read_jsonl', 'atomic_write_text', 'write_jsonl', 'sha256_file', 'sha256_json']
+__all__ = ['VERSIONED', 'DataError', 'iter_jsonl', 'read_jsonl', 'atomic_write_text', 'write_jsonl', 'canonical_json',
+           'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root',
+           'library_sha256']
 
 # %% ../nbs/00a_io.ipynb #c004
 class DataError(ValueError):
     "A data file that cannot be used, naming the file and the line or row."
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    "Yield (line number, row) from a JSONL file; a malformed or non-object line is a `DataError`."
+def iter_jsonl(path: str | Path,        # a JSONL file
+               error: type = DataError,  # the error class raised, so callers keep their own (a subclass of ValueError)
+               blank: str = 'skip',      # 'skip' blank lines, or treat one as an 'error'
+               objects: bool = True,     # every row must be a JSON object
+               ) -> Iterator[tuple[int, dict]]:
+    "Yield (line number, row) from a JSONL file; a malformed line is an error naming the file and the line."
     path = Path(path)
-    if not path.exists(): raise DataError(f"{path}: file not found")
+    if not path.exists(): raise error(f"{path}: file not found")
     with path.open(encoding='utf-8') as f:
         for lineno, line in enumerate(f, 1):
-            if not line.strip(): continue
+            if not line.strip():
+                if blank == 'error': raise error(f"{path}:{lineno}: empty line")
+                continue
             try: row = json.loads(line)
-            except json.JSONDecodeError as e: raise DataError(f"{path}:{lineno}: malformed JSON ({e.msg})") from None
-            if not isinstance(row, dict): raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            except json.JSONDecodeError as e: raise error(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+            if objects and not isinstance(row, dict): raise error(f"{path}:{lineno}: a row must be a JSON object, got {type(row).__name__}")
             yield lineno, row
 
 def read_jsonl(path: str | Path) -> list[dict]:
     "All rows of a JSONL file (strict)."
     return [row for _, row in iter_jsonl(path)]
 
+# %% ../nbs/00a_io.ipynb #c004d
 def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write `text` to `path` through a temporary file and a rename, so readers never see half a file."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -46,6 +56,19 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     "Write rows as JSONL, atomically."
     return atomic_write_text(path, ''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows))
 
+# %% ../nbs/00a_io.ipynb #c004g
+def canonical_json(obj) -> str:
+    "The canonical JSON text of `obj`: sorted keys, no spaces, non-ASCII kept."
+    return json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=False)
+
+def sha256_text(text: str) -> str:
+    "sha256 of a text's UTF-8 bytes."
+    return hashlib.sha256(text.encode('utf-8')).hexdigest()
+
+def sha256_json(obj) -> str:
+    "sha256 of the canonical JSON of `obj`: the same on every machine."
+    return sha256_text(canonical_json(obj))
+
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     "sha256 of a file's bytes."
     h = hashlib.sha256()
@@ -53,6 +76,33 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk): h.update(block)
     return h.hexdigest()
 
-def sha256_json(obj) -> str:
-    "sha256 of the canonical JSON of `obj` (sorted keys, no spaces): the same on every machine."
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(',', ':'), ensure_ascii=False).encode()).hexdigest()
+def sha256_files(root: str | Path,                     # a folder
+                 patterns: Iterable[str] = ('**/*',),  # glob patterns under it
+                 ) -> str:
+    "sha256 over {relative path: sha256} of the files under `root` that match `patterns`."
+    root = Path(root)
+    files = sorted({p for pat in patterns for p in root.glob(pat) if p.is_file()})
+    return sha256_json({p.relative_to(root).as_posix(): sha256_file(p) for p in files})
+
+# %% ../nbs/00a_io.ipynb #c005c
+VERSIONED = ('rsi_repro', 'torch', 'transformers', 'peft', 'trl', 'accelerate', 'datasets', 'tokenizers',
+             'papermill', 'nbclient', 'pandas', 'numpy', 'scipy', 'seaborn', 'vllm')
+
+def package_versions(names: Iterable[str] = VERSIONED,  # the distributions a result depends on
+                     missing: str | None = None,         # what an absent one reads as (None: left out)
+                     ) -> dict:
+    "Python's version and those of the installed packages named."
+    out = {'python': platform.python_version()}
+    for name in names:
+        try: out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            if missing is not None: out[name] = missing
+    return out
+
+def library_root() -> Path:
+    "The folder of the installed rsi_repro package."
+    return Path(__file__).resolve().parent if '__file__' in globals() else Path('../rsi_repro').resolve()
+
+def library_sha256(patterns: Iterable[str] = ('**/*.py',)) -> str:
+    "sha256 over the rsi_repro package's source files (or those matching `patterns`)."
+    return sha256_files(library_root(), patterns)

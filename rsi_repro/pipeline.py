@@ -4,40 +4,28 @@
 
 # %% ../nbs/90_pipeline.ipynb #c002
 from __future__ import annotations
-import ast, inspect, json, os, platform, shutil, time
+import ast, inspect, json, os, shutil, time
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .config import Profile, Stage, fingerprint, load_profile
 from .typed import to_dict
-from .io import atomic_write_text, sha256_file, sha256_json
+from .io import atomic_write_text, package_versions, sha256_file, sha256_files, sha256_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'QUIET_ENV', 'VERSIONED', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS',
-           'STAGE_READS', 'LOAD_TIME', 'KEY_SCHEME', 'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE',
-           'package_versions', 'output_hashes', 'read_manifest', 'StageFailed', 'StageResult', 'Reads',
-           'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths', 'library_modules',
-           'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'watch_reads', 'watch_spec',
-           'watch_source', 'read_marker', 'previous_dir', 'prepare_folder', 'restore_folder', 'finish_folder',
-           'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
+__all__ = ['MANIFEST', 'QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'STAGE_READS',
+           'LOAD_TIME', 'KEY_SCHEME', 'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'output_hashes',
+           'read_manifest', 'StageFailed', 'StageResult', 'Reads', 'profile_sections', 'stage_reads', 'named_paths',
+           'data_identities', 'data_paths', 'library_modules', 'upstream_stages', 'notebook_path', 'stage_inputs',
+           'key_changes', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder',
+           'restore_folder', 'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 MANIFEST = 'manifest.json'
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
              'TRANSFORMERS_NO_ADVISORY_WARNINGS': '1', 'PYTHONWARNINGS': 'ignore', 'TOKENIZERS_PARALLELISM': 'false'}
-VERSIONED = ('rsi_repro', 'torch', 'transformers', 'peft', 'trl', 'accelerate', 'datasets', 'tokenizers',
-             'papermill', 'nbclient', 'pandas', 'numpy', 'scipy', 'seaborn', 'vllm')
-
-def package_versions() -> dict:
-    out = {'python': platform.python_version()}
-    for name in VERSIONED:
-        try: out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError: pass
-    return out
-
 def output_hashes(stage_dir: Path, notebook_name: str) -> dict:
     "sha256 of every artifact a stage wrote (not the manifest, the executed notebook or dot files)."
     skip = {MANIFEST, notebook_name}
@@ -114,7 +102,7 @@ def stage_reads(stage: Stage) -> Reads:
 def _identity(path: Path) -> str:
     "sha256 of a file, or of a folder's files by relative path; 'absent' when there is nothing."
     if path.is_file(): return sha256_file(path)
-    if path.is_dir(): return sha256_json({f.relative_to(path).as_posix(): sha256_file(f) for f in sorted(path.rglob('*')) if f.is_file()})
+    if path.is_dir(): return sha256_files(path)
     return 'absent'
 
 def named_paths(profile: Profile, section: str) -> list[str]:

@@ -4,20 +4,19 @@
 
 # %% ../nbs/12_pools.ipynb #c002
 from __future__ import annotations
-import hashlib, json, random
+import json, random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .io import atomic_write_text
+from .io import atomic_write_text, canonical_json, iter_jsonl, sha256_text
 from .constraints import CONSTRAINTS, H6_FAMILIES, PROBE2_FAMILIES, EXTRA_FAMILIES, Constraint, compose, ConstraintConflictError
 
 # %% auto #0
 __all__ = ['DATA_DIR', 'GRIDS', 'ROLES', 'SPLIT_FRACTIONS', 'EVAL_POOLS', 'ROW_FIELDS', 'PoolDataError', 'load_subjects',
            'load_templates', 'ValueGrid', 'bands', 'values_for', 'draw_constraint', 'constraint_value', 'split_items',
            'PoolBuildError', 'PoolStats', 'draw_pool', 'build_pool', 'build_pools_with_stats', 'build_pools',
-           'second_constraint_table', 'PoolOverlapError', 'audit', 'canonical_json', 'pool_sha256', 'write_pool',
-           'read_pool', 'coverage']
+           'second_constraint_table', 'PoolOverlapError', 'audit', 'pool_sha256', 'write_pool', 'read_pool', 'coverage']
 
 # %% ../nbs/12_pools.ipynb #c005
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "pools" if "__file__" in globals() else Path("../data/pools")
@@ -235,36 +234,30 @@ def audit(pools: Mapping[str, list[dict]]) -> dict:
 # %% ../nbs/12_pools.ipynb #c021
 ROW_FIELDS = ("id", "pool", "families", "constraints", "prompt", "subject", "template_id", "band")
 
-def canonical_json(obj) -> str: return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+def _pool_text(rows: Sequence[dict]) -> str: return "".join(canonical_json(r) + "\n" for r in rows)
 
 def pool_sha256(rows: Sequence[dict]) -> str:
     "sha256 of the pool's canonical JSON lines."
-    h = hashlib.sha256()
-    for r in rows: h.update((canonical_json(r) + "\n").encode("utf-8"))
-    return h.hexdigest()
+    return sha256_text(_pool_text(rows))
 
 def write_pool(rows: Sequence[dict], path: str | Path) -> str:
     "Write rows as canonical JSONL, atomically; return the file's sha256 (equal to `pool_sha256(rows)`)."
-    text = "".join(canonical_json(r) + "\n" for r in rows)
+    text = _pool_text(rows)
     atomic_write_text(path, text)   # a reader never sees half a pool
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_text(text)
 
 def read_pool(path: str | Path) -> list[dict]:
     "Rows of a pool file, validated: JSON objects with every field, known constraints, unique ids."
     rows, ids = [], {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            at = f"{path}:{n}"
-            try: r = json.loads(line)
-            except json.JSONDecodeError as e: raise PoolDataError(f"{at}: malformed JSON ({e.msg})") from None
-            if not isinstance(r, dict): raise PoolDataError(f"{at}: a row must be a JSON object")
-            missing = [k for k in ROW_FIELDS if k not in r]
-            if missing: raise PoolDataError(f"{at}: missing field(s) {missing}")
-            if r["id"] in ids: raise PoolDataError(f"{at}: duplicate id {r['id']!r} (first on line {ids[r['id']]})")
-            ids[r["id"]] = n
-            try: compose(r["constraints"])
-            except (KeyError, ValueError) as e: raise PoolDataError(f"{at}: row {r['id']!r}: {e}") from None
-            rows.append(r)
+    for n, r in iter_jsonl(path, error=PoolDataError, blank='error'):
+        at = f"{path}:{n}"
+        missing = [k for k in ROW_FIELDS if k not in r]
+        if missing: raise PoolDataError(f"{at}: missing field(s) {missing}")
+        if r["id"] in ids: raise PoolDataError(f"{at}: duplicate id {r['id']!r} (first on line {ids[r['id']]})")
+        ids[r["id"]] = n
+        try: compose(r["constraints"])
+        except (KeyError, ValueError) as e: raise PoolDataError(f"{at}: row {r['id']!r}: {e}") from None
+        rows.append(r)
     return rows
 
 def coverage(pools: Mapping[str, list[dict]]) -> list[dict]:

@@ -4,18 +4,17 @@
 
 # %% ../nbs/51_soups.ipynb #c002
 from __future__ import annotations
-import json, math, platform, shutil, tempfile, time
+import json, math, shutil, tempfile, time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .io import atomic_write_text, sha256_file
+from .io import atomic_write_text, package_versions, sha256_file
 
 # %% auto #0
-__all__ = ['SOUP_METHODS', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors', 'SoupMethod',
-           'soup_method', 'check_parents', 'make_soups', 'write_soup_evidence', 'soup_report', 'layer_errors',
-           'degeneracy']
+__all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors',
+           'SoupMethod', 'soup_method', 'check_parents', 'make_soups', 'write_soup_evidence', 'soup_report',
+           'layer_errors', 'degeneracy']
 
 # %% ../nbs/51_soups.ipynb #c005
 def lora_scaling(cfg: Mapping) -> float:
@@ -132,14 +131,7 @@ def make_soups(base: str,                          # the base model folder or hu
     return out
 
 # %% ../nbs/51_soups.ipynb #c011
-_VERSIONED = ('rsi_repro', 'torch', 'transformers', 'peft', 'safetensors')
-
-def _versions() -> dict:
-    out = {'python': platform.python_version()}
-    for name in _VERSIONED:
-        try: out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError: pass
-    return out
+SOUP_PACKAGES = ('rsi_repro', 'torch', 'transformers', 'peft', 'safetensors')   # the versions a soup's evidence records
 
 def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, str | Path], base: str,
                         revision: str | None = None, extra: Mapping | None = None) -> dict:
@@ -159,7 +151,7 @@ def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, s
                        'tag': pev[n].get('tag')} for n, p in parents.items()],
           'steps': 0, 'r': cfg['r'], 'alpha': cfg['lora_alpha'], 'dataset_path': shared[0], 'dataset_sha256': shared[1],
           'training_tokens': 0, 'supervised_tokens': 0, 'gpu_count': 0, 'gpu_hours': 0.0,
-          'adapter_sha256': sha256_file(folder / 'adapter_model.safetensors'), 'versions': _versions(), **(extra or {})}
+          'adapter_sha256': sha256_file(folder / 'adapter_model.safetensors'), 'versions': package_versions(SOUP_PACKAGES), **(extra or {})}
     atomic_write_text(folder / 'training_evidence.json', json.dumps(ev, indent=1))
     return ev
 

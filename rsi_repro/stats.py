@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 import operator
 from dataclasses import asdict, dataclass
@@ -18,13 +17,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .io import DataError, iter_jsonl
+
 # %% auto #0
 __all__ = ['OUTCOME_COLUMNS', 'ALL', 'STAT_COLUMNS', 'OutcomeError', 'sign_test', 'align', 'Paired', 'paired_se', 'paired',
            'pair_from_counts', 'load_outcomes', 'stat_row', 'compare', 'plot_family_deltas', 'Pooled', 'pool', 'power',
            'prompts_needed', 'detectable_delta', 'power_exact']
 
 # %% ../nbs/20_stats.ipynb #c005
-class OutcomeError(ValueError):
+class OutcomeError(DataError):
     "Per-prompt outcomes that cannot be paired or read honestly (the message names the file, row or prompt id)."
 
 
@@ -186,18 +187,8 @@ def load_outcomes(path,                       # .jsonl or .csv per-prompt outcom
     path = Path(path)
     if not path.exists():
         raise OutcomeError(f"{path}: no such outcome table")
-    rows = []
     if path.suffix == ".jsonl":
-        for i, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise OutcomeError(f"{path}:{i}: not JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise OutcomeError(f"{path}:{i}: a row must be a JSON object")
-            rows.append((i, row))
+        rows = list(iter_jsonl(path, error=OutcomeError))
     elif path.suffix == ".csv":
         with path.open(newline="") as fh:
             rows = [(i, r) for i, r in enumerate(csv.DictReader(fh), 2)]

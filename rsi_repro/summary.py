@@ -6,7 +6,6 @@
 from __future__ import annotations
 import json, platform, subprocess
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -14,7 +13,7 @@ import pandas as pd
 
 from .config import Profile
 from .evaluate import find_outcomes, parent_of, result_paths
-from .io import sha256_file
+from .io import package_versions, sha256_file
 from .stats import paired
 
 # %% auto #0
@@ -123,15 +122,12 @@ def provenance(profile: Profile, packages: Sequence[str] = ('rsi_repro', 'torch'
     root = Path(profile.root)
     commit = _git(root, 'rev-parse', 'HEAD')
     status = _git(root, 'status', '--porcelain', '--untracked-files=no') if commit else None
-    versions = {}
-    for p in packages:
-        try: versions[p] = metadata.version(p)
-        except metadata.PackageNotFoundError: versions[p] = 'not installed'
+    versions = package_versions(packages, missing='not installed')
     path = Path(profile.path)
     return {'profile': str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path),
             'profile_sha256': sha256_file(path),
             'git_commit': commit or 'not a git checkout', 'git_dirty': bool(status) if commit else None,
-            'python': platform.python_version(), 'packages': versions,
+            'python': versions.pop('python'), 'packages': versions,
             'machine': f"{platform.node()} ({platform.platform()}, {platform.machine()})",
             'date': datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}
 

@@ -143,7 +143,7 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
                    optim: Optim, seed: int, dataset_path: str | Path, training_tokens: int, supervised_tokens: int,
                    wall_seconds: float, world_size: int = 1, extra: dict | None = None) -> dict:
     "Write training_evidence.json beside an adapter."
-    from rsi_repro.pipeline import package_versions
+    from rsi_repro.io import package_versions
     from rsi_repro.generate import adapter_identity
     from rsi_repro.typed import to_dict
     gpus = gpu_count() and world_size

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Iterable, Mapping
 import pandas as pd
 from ..ifeval import loose_variants
+from ..io import iter_jsonl
 from .text import generation_table, per_prompt, rate_se
 
 # %% auto #0
@@ -57,13 +58,7 @@ def load_ifbench_prompts(path: str | Path | None = None,  # an IFBench-format JS
     "IFBench prompts as a prompt set: id, family (first constraint type), prompt, instruction_id_list, kwargs (nulls dropped)."
     path = Path(path) if path is not None else ifbench_data_path()
     if not path.is_file(): raise FileNotFoundError(f"{path}: no such IFBench prompt file")
-    rows = []
-    with open(path, encoding='utf-8') as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip(): raise IFBenchDataError(f"{path}:{n}: empty line")
-            try: row = json.loads(line)
-            except json.JSONDecodeError as e: raise IFBenchDataError(f"{path}:{n}: malformed JSON ({e.msg})") from None
-            rows.append(_ifbench_row(row, f"{path}:{n}"))
+    rows = [_ifbench_row(row, f"{path}:{n}") for n, row in iter_jsonl(path, error=IFBenchDataError, blank='error', objects=False)]
     if not rows: raise IFBenchDataError(f"{path}: no prompts")
     df = pd.DataFrame(rows)
     dup = df['id'][df['id'].duplicated()]

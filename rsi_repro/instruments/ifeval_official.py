@@ -8,6 +8,7 @@ import json, os
 from pathlib import Path
 import pandas as pd
 from ..evals import IFEVAL_SOURCE
+from ..io import iter_jsonl
 from ..ifeval import reference_random, score_many, unscorable
 from .text import generation_table, per_prompt, rate_se
 
@@ -40,13 +41,7 @@ def ifeval_row(row, where: str) -> dict:
 
 def read_ifeval_file(path: str | Path) -> list[dict]:
     "Every row of a local IFEval JSONL file, validated; errors name `file:line`."
-    rows = []
-    with open(path, encoding='utf-8') as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip(): raise IFEvalDataError(f"{path}:{n}: empty line")
-            try: row = json.loads(line)
-            except json.JSONDecodeError as e: raise IFEvalDataError(f"{path}:{n}: malformed JSON ({e.msg})") from None
-            rows.append(ifeval_row(row, f"{path}:{n}"))
+    rows = [ifeval_row(row, f"{path}:{n}") for n, row in iter_jsonl(path, error=IFEvalDataError, blank='error', objects=False)]
     if not rows: raise IFEvalDataError(f"{path}: no prompts")
     return rows
 

@@ -4,10 +4,11 @@
 
 # %% ../../nbs/44_instruments_math.ipynb #c002
 from __future__ import annotations
-import json, re, threading
+import re, threading
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 import pandas as pd
+from ..io import iter_jsonl
 from .text import generation_table, per_prompt, summarise
 
 # %% auto #0
@@ -63,14 +64,9 @@ def _records(source: str | Path, split: str, config: str | None, limit: int | No
                 if limit is not None and i >= limit: return
                 yield f"{p} row {i}", i, r
         else:
-            with open(p, encoding='utf-8') as f:
-                n = 0
-                for line_no, line in enumerate(f, 1):
-                    if not line.strip(): continue
-                    if limit is not None and n >= limit: return
-                    try: r = json.loads(line)
-                    except json.JSONDecodeError as e: raise MathDataError(f"{p}:{line_no}: invalid JSON ({e.msg})") from None
-                    yield f"{p}:{line_no}", n, r; n += 1
+            for n, (line_no, r) in enumerate(iter_jsonl(p, error=MathDataError)):
+                if limit is not None and n >= limit: return
+                yield f"{p}:{line_no}", n, r
         return
     import datasets  # only when a hub id is asked for
     ds = datasets.load_dataset(str(source), config, split=split)

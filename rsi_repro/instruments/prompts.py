@@ -4,11 +4,12 @@
 
 # %% ../../nbs/40_instruments_prompts.ipynb #c002
 from __future__ import annotations
-import json, re
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 import pandas as pd
+from ..io import iter_jsonl
 
 # %% auto #0
 __all__ = ['OPEN_CHAT_FAMILIES', 'SAFETY_FAMILIES', 'MULTI_TURN_LENGTH', 'PROMPT_SETS', 'PromptSetError', 'PromptSetSpec',
@@ -123,14 +124,8 @@ def load_prompt_set(path: str | Path | None = None,  # JSONL file; None = the sh
     path = Path(path); kind = kind or path.stem
     if kind not in PROMPT_SETS: raise PromptSetError(f"{path}: unknown prompt-set kind {kind!r}; known: {sorted(PROMPT_SETS)}")
     if not path.exists(): raise PromptSetError(f"{path}: no such prompt set")
-    def rows():
-        with open(path, encoding='utf-8') as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip(): continue
-                try: obj = json.loads(line)
-                except json.JSONDecodeError as e: raise PromptSetError(f"{path}:{n}: invalid JSON ({e.msg})") from None
-                yield f"{path}:{n}", obj
-    return _validate_rows(rows(), PROMPT_SETS[kind], str(path))
+    rows = ((f"{path}:{n}", obj) for n, obj in iter_jsonl(path, error=PromptSetError, objects=False))
+    return _validate_rows(rows, PROMPT_SETS[kind], str(path))
 
 def prompt_set_from_rows(rows: list[dict], kind: str, source: str = '<rows>') -> pd.DataFrame:
     "Validate in-memory rows as a prompt set of `kind` (row numbers start at 1)."
