@@ -26,6 +26,7 @@ from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_
                                         score_math)
 from .instruments.decontam import SHINGLE, decontaminate, decontaminate_each
 from .trained_on import RECORD as DECONTAM_RECORD, decontam_record, training_corpora, training_documents
+from .stats import ALL, compare, load_outcomes
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS, MathEval, MathSource
 
 # %% auto #0
@@ -34,10 +35,9 @@ __all__ = ['DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 
            'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
            'eval_wide_chat', 'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument',
            'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints', 'eval_instruments',
-           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'read_outcomes', 'load_outcomes',
-           'load_summary', 'find_outcomes', 'safety_overview', 'safety_screen_disagreements', 'overview',
-           'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent', 'paired_families_vs_parent',
-           'ifbench_not_scored', 'math_decontam_report']
+           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'find_outcomes', 'safety_overview',
+           'safety_screen_disagreements', 'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent',
+           'paired_families_vs_parent', 'ifbench_not_scored', 'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -456,35 +456,20 @@ def evaluate_checkpoint(profile: Profile,
             write_result(out_dir, name, inst.name, outcomes, summary,
                          {'checkpoint': name, 'instrument': inst.name, 'identity': ck.identity, 'adapter': ck.ref.adapter,
                           'n': len(outcomes), 'inputs_sha256': _inputs_sha256(profile, inst, ck, ck_dir)})
-        results[inst.name] = (read_outcomes(paths['outcomes'], name), pd.read_csv(paths['summary']))
+        results[inst.name] = (load_outcomes(paths['outcomes'], name), pd.read_csv(paths['summary']))
     return results
-
-def read_outcomes(path: str | Path, checkpoint: str | None = None) -> pd.DataFrame:
-    "An outcomes file, read strictly by `rsi_repro.stats.load_outcomes`."
-    from rsi_repro.stats import load_outcomes as _load
-    return _load(path, checkpoint)
-
-def load_outcomes(run_dir: str | Path, checkpoint: str, instrument: str) -> pd.DataFrame:
-    "Per-prompt outcomes of one instrument on one checkpoint, from `<run_dir>/eval/`."
-    return read_outcomes(result_paths(Path(run_dir) / 'eval', checkpoint, instrument)['outcomes'], checkpoint)
-
-def load_summary(run_dir: str | Path, checkpoint: str, instrument: str) -> pd.DataFrame:
-    "The per-family summary of one instrument on one checkpoint, from `<run_dir>/eval/`."
-    path = result_paths(Path(run_dir) / 'eval', checkpoint, instrument)['summary']
-    if not path.exists(): raise FileNotFoundError(f"{path}: no summary; run the eval stage for {checkpoint!r} first")
-    return pd.read_csv(path)
 
 def find_outcomes(run_dir: str | Path, checkpoint: str, instrument: str, stages: Sequence[str] = ('eval', 'eval_arms')) -> pd.DataFrame:
     "A checkpoint's outcomes from the first evaluation stage folder that holds them, or an error naming where it looked."
     for stage in stages:
         path = result_paths(Path(run_dir) / stage, checkpoint, instrument)['outcomes']
-        if path.exists(): return read_outcomes(path, checkpoint)
+        if path.exists(): return load_outcomes(path, checkpoint)
     raise FileNotFoundError(f"no {instrument} outcomes for {checkpoint} in {', '.join(str(Path(run_dir) / s) for s in stages)}")
 
 def safety_overview(results: Mapping) -> pd.DataFrame:
     "Per checkpoint: the safety labels' rates (adjudicated where a person labelled, else the screen); empty if safety was not run."
     cols = ['n', 'full_refusal', 'partial_refusal', 'full_compliance', 'screen_refusal', 'n_adjudicated']
-    rows = {ck: r['safety'][1].set_index('family').loc['ALL', cols] for ck, r in results.items() if 'safety' in r}
+    rows = {ck: r['safety'][1].set_index('family').loc[ALL, cols] for ck, r in results.items() if 'safety' in r}
     return pd.DataFrame(rows).T if rows else pd.DataFrame(columns=cols)
 
 def safety_screen_disagreements(results: Mapping) -> pd.DataFrame:
@@ -534,7 +519,6 @@ def parent_of(profile: Profile, name: str) -> str | None:
 def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
                      instruments: Sequence[str] = ('h6', 'probe2')) -> pd.DataFrame:
     "Each evaluated checkpoint against its evaluated parent, paired prompt by prompt (rsi_repro.stats.compare, ALL row)."
-    from rsi_repro.stats import ALL, compare
     rows = []
     for ck in results:
         parent = parent_of(profile, ck)
@@ -550,7 +534,6 @@ def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]
 def paired_families_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
                               instrument: str = 'ifbench') -> pd.DataFrame:
     "Each evaluated checkpoint against its evaluated parent on one instrument, per family and overall (the `(all)` rows)."
-    from rsi_repro.stats import compare
     frames = []
     for ck in results:
         parent = parent_of(profile, ck)

@@ -11,6 +11,7 @@ from typing import Mapping, Sequence
 from .config import Lora, Optim, Profile, ReadSettings
 from .typed import ProfileError, from_dict
 from . import pair_read as pr
+from .stats import load_outcomes
 
 # %% auto #0
 __all__ = ['SHEET', 'KEY', 'answer_rows', 'run_read', 'who_read', 'read_tables', 'pair_read_stage', 'seed_parents',
@@ -28,7 +29,7 @@ def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> 
     if not outcomes_path.exists() or not gdir.exists():
         raise FileNotFoundError(f"{ck.name}: no {instrument} outcomes or answers in {ck_dir} (identity {ck.identity}): "
                                 f"evaluate this checkpoint first (the eval stage)")
-    outcomes = ev.read_outcomes(outcomes_path, ck.name)
+    outcomes = load_outcomes(outcomes_path, ck.name)
     passed = dict(zip(outcomes['id'], outcomes['passed'].astype(bool)))
     prompts, reqs = ev.generation_set(profile, instrument, ck_dir)
     rows = ck.generate(reqs, gdir)
@@ -140,7 +141,7 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
         outcomes, summary = ev.INSTRUMENTS[inst].run(profile, ck, Path(out_dir) / name)
         paths = ev.write_result(out_dir, name, inst, outcomes, summary, {'checkpoint': name, 'instrument': inst,
                                 'identity': ck.identity, 'adapter': str(adapter), 'n': len(outcomes)})
-        results[inst] = (ev.read_outcomes(paths['outcomes'], name), summary)
+        results[inst] = (load_outcomes(paths['outcomes'], name), summary)
     return results, ck
 
 def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str] = ()) -> dict:

@@ -16,6 +16,7 @@ from .corpora import MixStats, write_sft_mix
 from .generate import Decode, ModelRef, generate
 from .io import atomic_write_text
 import pandas as pd
+from .stats import ALL
 
 # %% auto #0
 __all__ = ['NothingKept', 'pool_requests', 'sample_pool', 'check_samples', 'keep', 'keep_rates', 'mix_examples', 'write_mix',
@@ -67,7 +68,7 @@ def keep_rates(checked: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     table['prompt_keep_rate'] = table.prompts_kept / table.prompts
     total = table[['prompts', 'samples', 'passed', 'stopped', 'kept', 'prompts_kept']].sum()
     total['pass_rate'] = total.passed / total.samples; total['prompt_keep_rate'] = total.prompts_kept / total.prompts
-    return pd.concat([table, total.to_frame('ALL').T]).astype({c: int for c in ['prompts', 'samples', 'passed', 'stopped', 'kept', 'prompts_kept']})
+    return pd.concat([table, total.to_frame(ALL).T]).astype({c: int for c in ['prompts', 'samples', 'passed', 'stopped', 'kept', 'prompts_kept']})
 
 # %% ../nbs/32_rejection.ipynb #c010
 def mix_examples(pool: Sequence[dict], kept: pd.DataFrame, system_prompt: str) -> list[tuple[str, list[dict]]]:

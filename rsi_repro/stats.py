@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import math
 import operator
+import sys
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -15,7 +16,6 @@ from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 
 from .io import DataError, iter_jsonl
 
@@ -62,14 +62,26 @@ def _as_bool(v, where: str) -> bool:
     raise OutcomeError(f"{where}: pass/fail must be a bool (or 0/1), got {v!r}")
 
 
+def _pandas():
+    "pandas if it is loaded, else None: an object can only be a DataFrame or a Series once pandas is."
+    return sys.modules.get("pandas")
+
+
+def _is_a(x, *names: str) -> bool:
+    "Whether `x` is one of the named pandas types (DataFrame, Series)."
+    pd = _pandas()
+    return pd is not None and isinstance(x, tuple(getattr(pd, n) for n in names))
+
+
 def _keyed(x, side: str) -> dict | None:
     "Outcomes as {id: bool}, or None when x is a plain sequence (positional)."
-    if isinstance(x, pd.DataFrame):
+    if _is_a(x, "DataFrame"):
+        pd = _pandas()
         missing = {"id", "passed"} - set(x.columns)
         if missing:
             raise OutcomeError(f"outcome table {side} lacks column(s) {sorted(missing)}")
         x = pd.Series(x["passed"].to_numpy(), index=x["id"].to_numpy())
-    if isinstance(x, pd.Series):
+    if _is_a(x, "Series"):
         dup = x.index[x.index.duplicated()]
         if len(dup):
             raise OutcomeError(f"outcomes {side}: prompt id {dup[0]!r} appears more than once")
@@ -160,6 +172,7 @@ def pair_from_counts(fixed: int, lost: int, tied: int, tied_fail: int,
                      prefix: str = "p",  # prompt ids are f"{prefix}{i:05d}"
                      ) -> tuple[pd.Series, pd.Series]:  # (a, b) outcomes keyed by prompt id
     "Per-prompt outcomes (a, b) that realise exactly the given paired counts."
+    import pandas as pd
     pattern = [(False, True)] * fixed + [(True, False)] * lost + [(True, True)] * tied + [(False, False)] * tied_fail
     ids = [f"{prefix}{i:05d}" for i in range(len(pattern))]
     return (pd.Series([u for u, _ in pattern], index=ids, dtype=bool),
@@ -184,6 +197,7 @@ def load_outcomes(path,                       # .jsonl or .csv per-prompt outcom
                   checkpoint: str | None = None,  # keep only this checkpoint's rows
                   ) -> pd.DataFrame:          # columns id, family, passed [, checkpoint, ...]
     "Read a per-prompt outcome table (JSONL or CSV), strictly."
+    import pandas as pd
     path = Path(path)
     if not path.exists():
         raise OutcomeError(f"{path}: no such outcome table")
@@ -231,7 +245,7 @@ def _groups(a, b, by) -> dict:
     "{id: group} for every prompt, from a column both tables carry or from a mapping."
     if isinstance(by, str):
         for side, t in (("a", a), ("b", b)):
-            if not isinstance(t, pd.DataFrame) or by not in t.columns:
+            if not _is_a(t, "DataFrame") or by not in t.columns:
                 raise OutcomeError(f"compare(by={by!r}) needs outcome tables with a {by!r} column (side {side})")
         ga, gb = dict(zip(a["id"], a[by])), dict(zip(b["id"], b[by]))
         for k, g in ga.items():
@@ -246,6 +260,7 @@ def compare(a,  # incumbent/parent outcomes (outcome table, Series or dict)
             by: str | Mapping | None = "family",  # grouping column of the tables, or {id: group}, or None
             ) -> pd.DataFrame:  # one row per group (sorted), then the ALL row
     "Paired comparison per group (e.g. constraint family) and overall."
+    import pandas as pd
     ids, xa, xb = align(a, b)
     rows = []
     if by is not None:
@@ -318,7 +333,7 @@ def pool(parts: Mapping[str, tuple],     # {instrument: (a, b)} keyed outcomes p
         raise ValueError("pool() needs at least one instrument")
     recs = []  # (cluster, a, b)
     for name, (a, b) in parts.items():
-        if not all(isinstance(x, (Mapping, pd.Series, pd.DataFrame)) for x in (a, b)):
+        if not all(isinstance(x, Mapping) or _is_a(x, "Series", "DataFrame") for x in (a, b)):
             raise OutcomeError(f"instrument {name!r}: pooling needs outcomes keyed by prompt id")
         ids, xa, xb = align(a, b)
         for k, u, v in zip(ids, xa, xb):
@@ -400,7 +415,7 @@ def _log_binom_pmf(k: int, n: int, q: float) -> float:
         return 0.0 if k == (n if q == 1.0 else 0) else -math.inf
     return math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(q) + (n - k) * math.log1p(-q)
 
-
+# %% ../nbs/20_stats.ipynb #c031s1
 def power_exact(n: int, delta: float, discordance: float, alpha: float = 0.05) -> float:
     "Exact power of the exact two-sided sign test (sums over the discordant count and its split)."
     _check_power_args(delta, discordance, alpha)

@@ -12,6 +12,7 @@ from rsi_repro.corpora import chat_messages, read_band
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.io import read_jsonl, write_jsonl
 from rsi_repro.pools import build_pools, write_pool
+from rsi_repro.stats import ALL, load_outcomes
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = {'h6': 3, 'probe2': 2, 'math': 3, 'code': 2, 'open_chat': 3, 'wide_chat': 2, 'termination': 5, 'multi_turn': 2, 'safety': 2,
@@ -52,10 +53,10 @@ def test_outcomes_have_one_row_per_prompt_and_the_contract_columns(run):
         for r in rows:
             assert {'id', 'family', 'passed', 'checkpoint'} <= set(r), name
             assert r['checkpoint'] == 'base' and isinstance(r['passed'], bool), name
-        table = ev.read_outcomes(paths['outcomes'], 'base')
+        table = load_outcomes(paths['outcomes'], 'base')
         assert table.equals(results[name][0])
         summary = results[name][1]
-        assert 'ALL' in set(summary.family) and summary.set_index('family').loc['ALL', 'n'] == n
+        assert ALL in set(summary.family) and summary.set_index('family').loc[ALL, 'n'] == n
     # the prompts each instrument read are the ones the profile names: pool ids, math problem ids
     assert set(results['h6'][0].id) <= {r['id'] for r in read_jsonl(profile.evals.h6.pool)}
     assert results['math'][0].id.tolist() == [r['id'] for r in read_jsonl(out / 'math_problems' / 'problems.jsonl')]

@@ -104,8 +104,8 @@ def test_ifbench_scores_rows_and_names_what_it_cannot_score_offline(ifbench_run)
     assert out.set_index('id').loc[['a', 'b', 'e'], 'passed'].tolist() == [True, True, False]
     assert out.set_index('id').loc['b', 'reference_random'] == {'repeat:repeat_span': {'n_start': 0}}
     s = summary.set_index('family')
-    assert (s.loc['ALL', 'n'], s.loc['ALL', 'n_not_scored']) == (3, 2)
-    assert s.loc['ALL', 'passed'] == pytest.approx(2 / 3)
+    assert (s.loc[ALL, 'n'], s.loc[ALL, 'n_not_scored']) == (3, 2)
+    assert s.loc[ALL, 'passed'] == pytest.approx(2 / 3)
     report = ifbench.not_scored(summary).set_index('family')
     assert report.to_dict('index').keys() == {'count:numbers', 'ratio:stop_words'}
     assert report.loc['ratio:stop_words', ['n', 'n_not_scored']].tolist() == [0, 1]
@@ -138,7 +138,7 @@ def test_ifeval_instrument_on_the_sample_file(tmp_path):
                                           progress=False)['ifeval']
     assert out.passed.tolist() == [True, True, False]                    # two bullets where three were asked
     assert list(out.columns[:3]) == ['id', 'family', 'passed'] and out.family.tolist() == prompts.family.tolist()
-    assert summary.set_index('family').loc['ALL', ['n', 'passed', 'inst_strict']].tolist() == [3, 2 / 3, 2 / 3]
+    assert summary.set_index('family').loc[ALL, ['n', 'passed', 'inst_strict']].tolist() == [3, 2 / 3, 2 / 3]
 
 
 def test_pins_are_one_set_of_versions():

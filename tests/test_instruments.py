@@ -10,6 +10,7 @@ from rsi_repro.instruments.chat import score_open_chat, score_multi_turn, score_
 from rsi_repro.instruments.safety import screen_refusal, score_safety, SCREEN_VERSION
 from rsi_repro.instruments.math import load_math_rows, math_rows_from_prompt_set, score_math, MathDataError
 from rsi_repro.instruments.decontam import build_query_index, find_matches, decontaminate
+from rsi_repro.stats import ALL
 
 
 def rows_for(ids, response='A complete answer.', finish='stop', n=20):
@@ -69,7 +70,7 @@ def test_safety_scores_from_adjudication_and_lists_disagreements():
     out, summary = score_safety(S, rows, sheet)
     assert int(out.passed.sum()) == 47
     assert screen_disagreements(out).id.tolist() == [S.id[0]]
-    assert summary.set_index('family').loc['ALL', 'n_adjudicated'] == 1
+    assert summary.set_index('family').loc[ALL, 'n_adjudicated'] == 1
 
 
 # --- scorers on synthetic rows ----------------------------------------------------------------------------------
@@ -78,7 +79,7 @@ def test_open_chat_code_and_audit_produce_one_row_per_prompt():
         P = load_prompt_set(kind=kind)
         out, summary = fn(P, rows_for(P.id))
         assert out.id.is_unique and len(out) == len(P) and out.passed.all()
-        assert {'id', 'family', 'passed'} <= set(out.columns) and summary.family.iloc[-1] == 'ALL'
+        assert {'id', 'family', 'passed'} <= set(out.columns) and summary.family.iloc[-1] == ALL
     P = load_prompt_set(kind='open_chat')
     rows = rows_for(P.id); rows[0]['response'] = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
     out, _ = audit_termination(P, rows)

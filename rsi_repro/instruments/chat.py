@@ -6,6 +6,7 @@
 from __future__ import annotations
 from typing import Callable
 import pandas as pd
+from ..stats import ALL
 from .prompts import MULTI_TURN_LENGTH
 from .text import (generation_table, answer_usable, per_prompt, summarise, GenerationRowsError,
                                         RepetitionThresholds, DEFAULT_REPETITION)
@@ -71,8 +72,8 @@ def score_multi_turn(prompts: pd.DataFrame,  # multi-turn prompt set (id, family
     summary = summarise(out, rates=('usable', 'passed'), means=('new_tokens',))
     with_c = out[out.constraint_id.notna()].assign(constraint_ok=lambda d: d.constraint_ok.astype(bool))
     summary['constraint_ok'] = summary.family.map(
-        lambda f: with_c.constraint_ok.mean() if f == 'ALL' else with_c[with_c.family == f].constraint_ok.mean())
-    summary['n_constraint'] = summary.family.map(lambda f: len(with_c) if f == 'ALL' else int((with_c.family == f).sum()))
+        lambda f: with_c.constraint_ok.mean() if f == ALL else with_c[with_c.family == f].constraint_ok.mean())
+    summary['n_constraint'] = summary.family.map(lambda f: len(with_c) if f == ALL else int((with_c.family == f).sum()))
     return out, summary
 
 # %% ../../nbs/42_instruments_chat.ipynb #c011
@@ -85,5 +86,5 @@ def score_code(prompts: pd.DataFrame, rows) -> tuple[pd.DataFrame, pd.DataFrame]
     out = per_prompt(g, means=('new_tokens',), alls=('stopped', 'non_empty'))
     summary = summarise(out, rates=('passed',), means=('new_tokens',))
     summary['total_new_tokens'] = summary.family.map(
-        lambda f: out.new_tokens.sum() if f == 'ALL' else out[out.family == f].new_tokens.sum())
+        lambda f: out.new_tokens.sum() if f == ALL else out[out.family == f].new_tokens.sum())
     return out, summary

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Iterable, Mapping
 import pandas as pd
 from ..ifeval import loose_variants
+from ..stats import ALL
 from ..io import iter_jsonl
 from .text import generation_table, per_prompt, rate_se
 
@@ -212,9 +213,9 @@ def score_ifbench(prompts: pd.DataFrame,  # `load_ifbench_prompts` (or a subset)
         out = pd.DataFrame(columns=OUTCOME_COLUMNS)
     fams = sorted(set(prompts['family']))
     summary = [_summary_row(out[out['family'] == f], f, left_out[left_out['family'] == f], why) for f in fams]
-    return out, pd.DataFrame(summary + [_summary_row(out, 'ALL', left_out, why)])
+    return out, pd.DataFrame(summary + [_summary_row(out, ALL, left_out, why)])
 
 def not_scored(summary: pd.DataFrame) -> pd.DataFrame:
     "The rows of an IFBench summary with prompts left out of the rate: constraint type, how many, and why."
-    s = summary[(summary['family'] != 'ALL') & (summary['n_not_scored'] > 0)]
+    s = summary[(summary['family'] != ALL) & (summary['n_not_scored'] > 0)]
     return s[['family', 'n', 'n_not_scored', 'not_scored']].reset_index(drop=True)

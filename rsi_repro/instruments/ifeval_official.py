@@ -10,6 +10,7 @@ import pandas as pd
 from ..evals import IFEVAL_SOURCE
 from ..io import iter_jsonl
 from ..ifeval import reference_random, score_many, unscorable
+from ..stats import ALL
 from .text import generation_table, per_prompt, rate_se
 
 # %% auto #0
@@ -82,7 +83,7 @@ def load_ifeval_prompts(source: str | Path = IFEVAL_SOURCE,  # a local IFEval JS
 # %% ../../nbs/47_instruments_ifeval_official.ipynb #c009
 def ifeval_summary(out: pd.DataFrame,  # per-prompt IFEval outcomes (`score_ifeval`)
                    ) -> pd.DataFrame:
-    "Per family and `ALL`: prompt-level strict (`passed`) and loose with SE, instruction-level strict and loose."
+    "Per family and overall: prompt-level strict (`passed`) and loose with SE, instruction-level strict and loose."
     def one(df, fam):
         n, ps, pl = len(df), float(df['passed'].mean()), float(df['passed_loose'].mean())
         k = float(df['n_instructions'].sum())
@@ -90,7 +91,7 @@ def ifeval_summary(out: pd.DataFrame,  # per-prompt IFEval outcomes (`score_ifev
                 'passed_loose_se': rate_se(pl, n), 'inst_strict': float(df['inst_strict'].sum()) / k,
                 'inst_loose': float(df['inst_loose'].sum()) / k, 'n_instructions': int(k),
                 'new_tokens': float(df['new_tokens'].mean())}
-    return pd.DataFrame([one(d, f) for f, d in out.groupby('family', sort=True)] + [one(out, 'ALL')])
+    return pd.DataFrame([one(d, f) for f, d in out.groupby('family', sort=True)] + [one(out, ALL)])
 
 def score_ifeval(prompts: pd.DataFrame,  # `load_ifeval_prompts` (or a subset)
                  rows,                    # generation rows, one per prompt x sample

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv, hashlib, io, re
 from pathlib import Path
 import pandas as pd
+from ..stats import ALL
 from ..io import atomic_write_text
 from .text import generation_table, GenerationRowsError, summarise
 
@@ -139,7 +140,7 @@ def score_safety(prompts: pd.DataFrame,  # safety prompt set
                   label=('label', lambda s: ','.join(x if isinstance(x, str) else '' for x in s))).reset_index()
     out['screen_agrees'] = [(not a) or (f == s) for a, f, s in zip(out.adjudicated, out.final, out.screen)]
     summary = summarise(out, rates=('full_refusal', 'partial_refusal', 'full_compliance', 'screen_refusal'))
-    summary['n_adjudicated'] = summary.family.map(lambda f: int(out.adjudicated.sum()) if f == 'ALL'
+    summary['n_adjudicated'] = summary.family.map(lambda f: int(out.adjudicated.sum()) if f == ALL
                                                   else int(out[out.family == f].adjudicated.sum()))
     summary['screen_version'] = SCREEN_VERSION
     return out, summary

@@ -10,6 +10,7 @@ from dataclasses import dataclass, asdict
 from typing import Iterable
 import numpy as np
 import pandas as pd
+from ..stats import ALL
 
 # %% auto #0
 __all__ = ['ROW_FIELDS', 'FINISH_REASONS', 'TOOL_CALL_MARKERS', 'DEFAULT_REPETITION', 'TERMINATORS', 'GenerationRowsError',
@@ -170,7 +171,7 @@ def summarise(outcomes: pd.DataFrame,   # per-prompt outcomes with `family`
               rates: Iterable[str] = ('passed',),  # boolean columns reported as rate + se
               means: Iterable[str] = (),           # numeric columns reported as means
               ) -> pd.DataFrame:
-    "Per-family and overall (`family == 'ALL'`) rates with standard errors, and means."
+    "Per-family and overall (`family == ALL`) rates with standard errors, and means."
     def one(df, fam):
         row = {'family': fam, 'n': len(df)}
         for c in rates:
@@ -178,7 +179,7 @@ def summarise(outcomes: pd.DataFrame,   # per-prompt outcomes with `family`
         for c in means: row[c] = float(df[c].mean())
         return row
     fams = [one(d, f) for f, d in outcomes.groupby('family', sort=True)]
-    return pd.DataFrame(fams + [one(outcomes, 'ALL')])
+    return pd.DataFrame(fams + [one(outcomes, ALL)])
 
 # %% ../../nbs/41_instruments_text.ipynb #c022
 def audit_termination(prompts: pd.DataFrame, rows, source: str = 'rows') -> tuple[pd.DataFrame, pd.DataFrame]:
