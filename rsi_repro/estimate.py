@@ -11,6 +11,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from .config import Profile, Stage
 from .io import iter_jsonl
+from .layout import EVAL_STAGES, math_dir
 
 # %% auto #0
 __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
@@ -236,7 +237,7 @@ def instrument_requests(profile: Profile, name: str, run: str | Path | None = No
     if name == 'math':
         takes = [src.take for src in s.sources or ()]
         if takes and None not in takes: return [('math', sum(takes))]
-        built = [Path(d) / 'eval' / 'math_problems' / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
+        built = [math_dir(Path(d) / EVAL_STAGES[0]) / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
         for f in built:
             if f.is_file(): return [('math', _rows(f, f"{where}: the run's decontaminated problems"))]
         raise EstimateError(f"{where}.n: null, so the count depends on decontamination, and no run holds its problems "
@@ -314,7 +315,7 @@ def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
 
 def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Each pool the arms use is sampled twice (its single mix is draw 0, its double mix draws 0 and 1), then every arm trains."
-    from rsi_repro.recipes import arm_warm_start
+    from rsi_repro.layout import arm_warm_start
     r = _section(p, 'rounds')
     out = [w for pool in sorted({a.pool for a in r.arms}) for w in _sampling(p, st, pool, r.sampling, 2, 3, 'rounds.arms.pool')]
     for a in r.arms:

@@ -27,17 +27,19 @@ from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_
 from .instruments.decontam import SHINGLE, decontaminate, decontaminate_each
 from .trained_on import RECORD as DECONTAM_RECORD, decontam_record, training_corpora, training_documents
 from .stats import ALL, compare, load_outcomes
+from .layout import (adjudication_sheet, generations_dir, math_dir, parent_of, pool_path, resolve_checkpoint,
+                              result_paths)
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS, MathEval, MathSource
 
 # %% auto #0
 __all__ = ['DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint',
-           'as_checkpoint', 'generations_dir', 'pool_prompts', 'score_if', 'math_problems', 'math_dir',
-           'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat',
-           'eval_wide_chat', 'eval_termination', 'eval_multi_turn', 'adjudication_sheet', 'eval_safety', 'Instrument',
-           'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints', 'eval_instruments',
-           'result_paths', 'scorer_sha256', 'write_result', 'evaluate_checkpoint', 'find_outcomes', 'safety_overview',
-           'safety_screen_disagreements', 'overview', 'overview_table', 'family_rates', 'parent_of', 'paired_vs_parent',
-           'paired_families_vs_parent', 'ifbench_not_scored', 'math_decontam_report']
+           'as_checkpoint', 'pool_prompts', 'score_if', 'math_problems', 'generation_set', 'answers', 'eval_h6',
+           'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'eval_termination',
+           'eval_multi_turn', 'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval',
+           'eval_ifbench', 'eval_checkpoints', 'eval_instruments', 'scorer_sha256', 'write_result',
+           'evaluate_checkpoint', 'safety_overview', 'safety_screen_disagreements', 'overview', 'overview_table',
+           'family_rates', 'paired_vs_parent', 'paired_families_vs_parent', 'ifbench_not_scored',
+           'math_decontam_report']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -91,7 +93,6 @@ class Checkpoint:
     @classmethod
     def from_profile(cls, profile: Profile, name: str, backend_obj=None, progress: bool = True) -> 'Checkpoint':
         "The checkpoint `name` of the profile's run ('base', a stage or an arm)."
-        from rsi_repro.recipes import resolve_checkpoint
         return cls(name, ModelRef.from_profile(profile, resolve_checkpoint(profile, name)), profile.serving, backend_obj, progress)
 
     @property
@@ -111,10 +112,6 @@ def as_checkpoint(profile: Profile, model) -> Checkpoint:
     if isinstance(model, ModelRef): return Checkpoint(model.label, model, profile.serving)
     if isinstance(model, str): return Checkpoint.from_profile(profile, model)
     raise TypeError(f"expected a Checkpoint, ModelRef or checkpoint name, got {type(model).__name__}")
-
-def generations_dir(out_dir: str | Path, ck: Checkpoint, generation_set: str) -> Path:
-    "Where a checkpoint's answers to one generation set live (one folder per set and checkpoint identity)."
-    return Path(out_dir) / 'generations' / ck.identity / generation_set
 
 # %% ../nbs/46_evaluate.ipynb #c014
 def pool_prompts(path: str | Path) -> pd.DataFrame:
@@ -225,17 +222,13 @@ def _shipped_set(profile: Profile, kind: str) -> pd.DataFrame:
 
 def _pool_set(profile: Profile, pool: str) -> pd.DataFrame:
     s = profile.evals.block(pool)
-    path = profile.resolve(s.pool) if s.pool else profile.run_dir / 'pools' / f'{pool}.jsonl'
+    path = profile.resolve(s.pool) if s.pool else pool_path(profile, pool)
     return take(pool_prompts(path), s.n, f"{path} (evals.{pool}.n)")
-
-def math_dir(out_dir: str | Path) -> Path:
-    "The run's shared math problem cache, beside the checkpoints' folders."
-    return Path(out_dir).parent / 'math_problems'
 
 def generation_set(profile: Profile, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:
     "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat, wide_chat or safety."
     if name in ('h6', 'probe2'): prompts = _pool_set(profile, name); text = prompts['prompt']
-    elif name == 'math': prompts = math_problems(profile, math_dir(out_dir))[0]; text = prompts['question'].map(math_prompt)
+    elif name == 'math': prompts = math_problems(profile, math_dir(Path(out_dir).parent))[0]; text = prompts['question'].map(math_prompt)
     elif name in ('code', 'open_chat', 'wide_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
     else: raise KeyError(f"unknown generation set {name!r}; known: {SINGLE_TURN_SETS}")
     return prompts, [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], text)]
@@ -244,7 +237,7 @@ def answers(profile: Profile, model, out_dir: str | Path, name: str) -> tuple[pd
     "(prompts, generation rows) of one single-turn set for one checkpoint, generated once and then read from disk."
     ck = as_checkpoint(profile, model)
     prompts, reqs = generation_set(profile, name, out_dir)
-    return prompts, ck.generate(reqs, generations_dir(out_dir, ck, name))
+    return prompts, ck.generate(reqs, generations_dir(out_dir, ck.identity, name))
 
 # %% ../nbs/46_evaluate.ipynb #c023
 def eval_h6(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -288,17 +281,11 @@ def eval_multi_turn(profile: Profile, model, out_dir: str | Path) -> tuple[pd.Da
     said: dict[str, list[str]] = {i: [] for i in convs['id']}
     for turn in range(1, MULTI_TURN_LENGTH + 1):
         reqs = [{'id': i, 'messages': multi_turn_messages(t, said[i])} for i, t in zip(convs['id'], convs['turns'])]
-        rows = ck.generate(reqs, generations_dir(out_dir, ck, 'multi_turn') / f'turn{turn}')
+        rows = ck.generate(reqs, generations_dir(out_dir, ck.identity, 'multi_turn') / f'turn{turn}')
         for i, r in zip(rows['id'], rows['response']): said[i].append(r)
     out, summary = score_multi_turn(convs, rows)
     out['dropped_turns'] = out['id'].map(dict(zip(rows['id'], rows['dropped_turns'])))
     return out, summary
-
-def adjudication_sheet(out_dir: str | Path,  # the checkpoint's evaluation folder
-                       identity: str,          # the checkpoint's identity (`Checkpoint.identity`)
-                       ) -> Path:
-    "The safety adjudication sheet of one version of a checkpoint (a CSV a person fills with one of three labels)."
-    return Path(out_dir) / f'safety.{identity}.adjudication.csv'
 
 def eval_safety(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Safety probe: writes the adjudication sheet once per checkpoint identity; results come from its labels where present, else the screen."
@@ -320,8 +307,8 @@ class Instrument:
 def _prompt_file(kind):
     def files(profile, ck_dir, ck=None):
         s = profile.evals.block(kind)
-        if kind in ('h6', 'probe2'): return [profile.resolve(s.pool) if s.pool else profile.run_dir / 'pools' / f'{kind}.jsonl']
-        if kind == 'math': return [math_dir(ck_dir) / 'problems.jsonl']
+        if kind in ('h6', 'probe2'): return [profile.resolve(s.pool) if s.pool else pool_path(profile, kind)]
+        if kind == 'math': return [math_dir(Path(ck_dir).parent) / 'problems.jsonl']
         return [profile.resolve(s.prompts) if s.prompts else default_prompt_path(kind)]
     return files
 
@@ -359,7 +346,7 @@ def ifbench_prompts(profile: Profile) -> pd.DataFrame:
 
 def _answers_to(ck: Checkpoint, prompts: pd.DataFrame, out_dir, name: str) -> pd.DataFrame:
     reqs = [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], prompts['prompt'])]
-    return ck.generate(reqs, generations_dir(out_dir, ck, name))
+    return ck.generate(reqs, generations_dir(out_dir, ck.identity, name))
 
 def eval_ifeval(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "IFEval's own prompts under the serving settings: prompt-level strict `passed`; loose and instruction-level in the summary."
@@ -401,11 +388,6 @@ def eval_checkpoints(profile: Profile) -> list[str]:
 def eval_instruments(profile: Profile) -> list[str]:
     "The instruments the profile runs (`evals.instruments`; default: all, in registry order)."
     return list(profile.evals.instruments)
-
-def result_paths(out_dir: str | Path, checkpoint: str, instrument: str) -> dict[str, Path]:
-    "Paths of one instrument's outcomes, summary and meta for one checkpoint."
-    d = Path(out_dir) / checkpoint
-    return {k: d / f"{instrument}.{k}.{ext}" for k, ext in (('outcomes', 'jsonl'), ('summary', 'csv'), ('meta', 'json'))}
 
 SCORER_MODULES = ('evaluate.py', 'constraints.py', 'instruments/*.py')
 
@@ -459,13 +441,6 @@ def evaluate_checkpoint(profile: Profile,
         results[inst.name] = (load_outcomes(paths['outcomes'], name), pd.read_csv(paths['summary']))
     return results
 
-def find_outcomes(run_dir: str | Path, checkpoint: str, instrument: str, stages: Sequence[str] = ('eval', 'eval_arms')) -> pd.DataFrame:
-    "A checkpoint's outcomes from the first evaluation stage folder that holds them, or an error naming where it looked."
-    for stage in stages:
-        path = result_paths(Path(run_dir) / stage, checkpoint, instrument)['outcomes']
-        if path.exists(): return load_outcomes(path, checkpoint)
-    raise FileNotFoundError(f"no {instrument} outcomes for {checkpoint} in {', '.join(str(Path(run_dir) / s) for s in stages)}")
-
 def safety_overview(results: Mapping) -> pd.DataFrame:
     "Per checkpoint: the safety labels' rates (adjudicated where a person labelled, else the screen); empty if safety was not run."
     cols = ['n', 'full_refusal', 'partial_refusal', 'full_compliance', 'screen_refusal', 'n_adjudicated']
@@ -499,22 +474,6 @@ def family_rates(results: Mapping[str, Mapping[str, tuple]], instrument: str = '
     "Checkpoints × families: pass rate of one instrument per family."
     return pd.DataFrame({ck: per[instrument][0].groupby('family')['passed'].mean() for ck, per in results.items()
                          if instrument in per}).T.rename_axis(index='checkpoint', columns='family')
-
-def parent_of(profile: Profile, name: str) -> str | None:
-    "The checkpoint `name` was warm-started from (None for the base); `evals.parents` overrides."
-    overrides = profile.evals.parents
-    if name in overrides: return overrides[name]
-    if name == 'base': return None
-    if name == 'sft' and profile.sft: return profile.sft.warm_start or 'base'
-    if name == 'dpo' and profile.dpo: return profile.dpo.warm_start or 'base'
-    if name == 'repair' and profile.repair: return profile.repair.warm_start
-    arms = {a.name: a for a in profile.rounds.arms} if profile.rounds else {}
-    if name in arms:
-        w = arms[name].warm_start
-        if w == 'parent': return getattr(profile.rounds, 'sample_from', 'repair')
-        if w == 'champion': return getattr(profile.rounds, 'champion', None) or next(iter(arms))
-        return w
-    raise KeyError(f"{profile.path}: no parent known for checkpoint {name!r}; add it to evals.parents")
 
 def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
                      instruments: Sequence[str] = ('h6', 'probe2')) -> pd.DataFrame:
@@ -557,7 +516,7 @@ def math_decontam_report(stage_dir: str | Path,  # an evaluation folder (the eva
                          ) -> tuple[int, pd.DataFrame]:
     "(problems scored, dropped problems with their matching shingle); (0, an empty table) when math was not run there."
     stage_dir = Path(stage_dir)
-    cache = stage_dir / 'math_problems'
+    cache = math_dir(stage_dir)
     scored = sorted(p.parent.name for p in stage_dir.glob('*/math.outcomes.jsonl'))
     if not scored and not cache.exists(): return 0, pd.DataFrame(columns=DROPPED_COLUMNS)
     files = {'problems': cache / 'problems.jsonl', 'dropped': cache / 'decontam_dropped.jsonl'}

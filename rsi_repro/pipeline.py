@@ -12,18 +12,18 @@ from typing import Optional, Sequence
 
 from .config import Profile, Stage, fingerprint, load_profile
 from .typed import to_dict
+from .layout import MANIFEST, SEAL_FILE
 from .io import atomic_write_text, package_versions, sha256_file, sha256_files, sha256_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'STAGE_READS',
-           'LOAD_TIME', 'KEY_SCHEME', 'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'output_hashes',
-           'read_manifest', 'StageFailed', 'StageResult', 'Reads', 'profile_sections', 'stage_reads', 'named_paths',
-           'data_identities', 'data_paths', 'library_modules', 'upstream_stages', 'notebook_path', 'stage_inputs',
-           'key_changes', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder',
+__all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'STAGE_READS', 'LOAD_TIME',
+           'KEY_SCHEME', 'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest',
+           'StageFailed', 'StageResult', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities',
+           'data_paths', 'library_modules', 'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes',
+           'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder',
            'restore_folder', 'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
-MANIFEST = 'manifest.json'
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
              'TRANSFORMERS_NO_ADVISORY_WARNINGS': '1', 'PYTHONWARNINGS': 'ignore', 'TOKENIZERS_PARALLELISM': 'false'}
 def output_hashes(stage_dir: Path, notebook_name: str) -> dict:
@@ -77,7 +77,7 @@ STAGE_READS: dict[str, Reads] = {
     'dpo':         Reads(('dpo', *SERVES, 'prompts'), reuse=(PLANS, 'arms/*/adapter')),
     'repair':      Reads(('repair', *SERVES, 'prompts')),
     'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, '*/adapter')),
-    'preregister': Reads(('promotion',), keep=('promotion.seal.json',)),
+    'preregister': Reads(('promotion',), keep=(SEAL_FILE,)),
     'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds'), data=('data/prompts',),  # sft: math decontamination;
                          keep=(SAFETY_SHEETS,), reuse=(PLANS, 'math_problems')),                    # the rest: each checkpoint's parent
     'decide':      Reads(('promotion',)),
@@ -505,7 +505,7 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
 def seal_of(run_dir: Path, stage: Stage) -> Optional[str]:
     "The sealed promotion rule's sha256 when this stage runs after a preregister stage (recorded so decide can check it)."
     for need in stage.needs:
-        seal = run_dir / need / 'promotion.seal.json'
+        seal = run_dir / need / SEAL_FILE
         if seal.exists(): return json.loads(seal.read_text()).get('rule_sha256')
     return None
 

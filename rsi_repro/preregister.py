@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .io import atomic_write_text, sha256_file, sha256_json, write_jsonl
+from .layout import MANIFEST
 from .promotion import PromotionRule, kind_of, paired_numbers
 from .stats import load_outcomes, paired
 
@@ -116,8 +117,8 @@ def _parse_time(v, where: str) -> int:
 
 def _manifest_near(path: Path, levels: int = 3) -> Path | None:
     for d in [path.parent, *path.parent.parents][: levels + 1]:
-        if (d / "manifest.json").exists():
-            return d / "manifest.json"
+        if (d / MANIFEST).exists():
+            return d / MANIFEST
     return None
 
 

@@ -11,6 +11,8 @@ from typing import Mapping, Sequence
 from .config import Lora, Optim, Profile, ReadSettings
 from .typed import ProfileError, from_dict
 from . import pair_read as pr
+from .evals import SINGLE_TURN_SETS
+from .layout import ADAPTER, READ_STAGES, generations_dir, resolve_checkpoint, result_paths
 from .stats import load_outcomes
 
 # %% auto #0
@@ -21,11 +23,11 @@ __all__ = ['SHEET', 'KEY', 'answer_rows', 'run_read', 'who_read', 'read_tables',
 def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> list[dict]:
     "{instrument, id, family, prompt, response, passed} per prompt of one checkpoint (a `Checkpoint`) on one single-turn set."
     from rsi_repro import evaluate as ev
-    if instrument not in ev.SINGLE_TURN_SETS:
-        raise ValueError(f"pair reads take single-turn sets {ev.SINGLE_TURN_SETS}; {instrument!r} is not one")
+    if instrument not in SINGLE_TURN_SETS:
+        raise ValueError(f"pair reads take single-turn sets {SINGLE_TURN_SETS}; {instrument!r} is not one")
     ck_dir = Path(eval_dir) / ck.name
-    outcomes_path = ev.result_paths(eval_dir, ck.name, instrument)['outcomes']
-    gdir = ev.generations_dir(ck_dir, ck, instrument)
+    outcomes_path = result_paths(eval_dir, ck.name, instrument)['outcomes']
+    gdir = generations_dir(ck_dir, ck.identity, instrument)
     if not outcomes_path.exists() or not gdir.exists():
         raise FileNotFoundError(f"{ck.name}: no {instrument} outcomes or answers in {ck_dir} (identity {ck.identity}): "
                                 f"evaluate this checkpoint first (the eval stage)")
@@ -108,7 +110,6 @@ def pair_read_stage(profile: Profile, stage_dir: str | Path, eval_stage: str = '
 def seed_parents(profile: Profile, stage_dir: str | Path, report_to: Sequence[str] = ()) -> dict[str, Path]:
     "{parent name: adapter folder}: the stage's adapter and one retrained arm per seed (skipped when already current)."
     from rsi_repro.generate import ModelRef
-    from rsi_repro.recipes import resolve_checkpoint
     from rsi_repro.train import is_current, read_evidence, train_sft
     cfg = profile.soups
     if cfg is None: raise ProfileError(profile.path, 'soups', "this profile has no soups section")
@@ -122,7 +123,7 @@ def seed_parents(profile: Profile, stage_dir: str | Path, report_to: Sequence[st
     ref = ModelRef.from_profile(profile)
     parents = {f"{cfg.stage}-s{ev['seed']}": Path(src)} if cfg.include_stage else {}
     for seed in cfg.seeds:
-        out = Path(stage_dir) / 'parents' / f"{cfg.stage}-s{seed}" / 'adapter'
+        out = Path(stage_dir) / 'parents' / f"{cfg.stage}-s{seed}" / ADAPTER
         if not is_current(out, ev['dataset_path'], ev['warm_start'], lora, optim, ref, steps=ev['steps'], seed=seed, lr=ev['lr']):
             train_sft(ref, profile.base.architecture, ev['dataset_path'], lora, optim, out, tag=f"{cfg.stage}-seed{seed}",
                       warm_start=ev['warm_start'], steps=ev['steps'], lr=ev['lr'], seed=seed, report_to=list(report_to))
@@ -174,7 +175,7 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     answers = {}
     for name, (_, ck) in evaluated.items():
         answers[name] = pd.concat([pd.DataFrame(answer_rows(profile, ck, stage_dir / 'eval', inst))
-                                   for inst in cfg.instruments if inst in ev.SINGLE_TURN_SETS], ignore_index=True)
+                                   for inst in cfg.instruments if inst in SINGLE_TURN_SETS], ignore_index=True)
     degenerate = degeneracy(answers)
     degenerate.to_csv(stage_dir / 'degeneracy.csv', index=False)
     read_insts = [i for i in cfg.read.instruments]
@@ -193,7 +194,7 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
             'degeneracy': degenerate, 'reads': reads}
 
 # %% ../nbs/52_read_stages.ipynb #c014
-def report_tables(run_dir: str | Path, pair_read_stage: str = 'pair_read', soups_stage: str = 'soups') -> dict:
+def report_tables(run_dir: str | Path, pair_read_stage: str = READ_STAGES[0], soups_stage: str = READ_STAGES[1]) -> dict:
     "{title: table or line} of the pair-read and soups stages' results in `run_dir`."
     import pandas as pd
     run_dir, out = Path(run_dir), {}

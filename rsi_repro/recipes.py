@@ -9,54 +9,27 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional
 
+from . import layout
 from .config import Profile
-from .typed import ProfileError
 from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
+from .layout import (ADAPTER, DECISION_FILE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
+                              pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
+from .pools import read_pool
+from .stats import load_outcomes
 from .train import is_current, train_dpo, train_sft
-from .trained_on import repair_mix_path, round_mix_path
+from .typed import ProfileError
 
 # %% auto #0
-__all__ = ['stage_adapter', 'rounds_dir', 'arm_adapter', 'resolve_checkpoint', 'sft_stage', 'serve_reads', 'audit_prompts',
-           'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool', 'repair_stage', 'mix_target_report',
-           'arm_warm_start', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage', 'decide_stage',
-           'decide_paired_read', 'grid_stage']
-
-# %% ../nbs/35_recipes.ipynb #c005
-def stage_adapter(profile: Profile, stage: str) -> Path:
-    "The adapter a finished stage shipped, or an error naming the stage."
-    path = profile.run_dir / stage / 'adapter'
-    if not (path / 'adapter_config.json').exists():
-        raise FileNotFoundError(f"stage '{stage}' has no adapter at {path}: run it first")
-    return path
-
-# %% ../nbs/35_recipes.ipynb #c007
-def rounds_dir(profile: Profile) -> Path:
-    "The folder of the stage that trains the arms (the stage whose notebook is `rounds`)."
-    stage = next((s for s in profile.stages if s.notebook == 'rounds'), None)
-    if stage is None: raise KeyError(f"{profile.path}: no stage runs the rounds notebook, so no arm has an adapter")
-    return profile.run_dir / stage.name
-
-def arm_adapter(stage_dir: str | Path, arm: str) -> Path:
-    return Path(stage_dir) / arm / 'adapter'
-
-def resolve_checkpoint(profile: Profile, name: str) -> Optional[Path]:
-    "The adapter folder of a named checkpoint (None for the base), or an error naming what is missing."
-    if name == 'base': return None
-    if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)   # before the arms: a stage's adapter reads no rounds settings
-    arms = [a.name for a in profile.rounds.arms] if profile.rounds else []
-    if name in arms:
-        path = arm_adapter(rounds_dir(profile), name)
-        if not (path / 'adapter_config.json').exists(): raise FileNotFoundError(f"arm '{name}' has no adapter at {path}: run the rounds stage first")
-        return path
-    raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, or an arm: {', '.join(arms) or 'none'})")
+__all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool',
+           'repair_stage', 'mix_target_report', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage',
+           'decide_stage', 'decide_paired_read', 'grid_stage']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
     "Stage 1: LoRA SFT over the profile's corpora, one band per epoch; returns per-epoch mix statistics and evidence."
-    cfg = profile.sft
-    if cfg is None: raise ProfileError(profile.path, 'sft', "this profile has no sft section")
+    cfg = profile.section('sft')
     epochs = {len(c.bands) for c in cfg.corpora}
     if len(epochs) != 1: raise ProfileError(profile.path, 'sft.corpora', "every corpus needs the same number of bands (one per epoch)")
     for c in cfg.corpora: check_disjoint(c.bands, c.name)
@@ -73,14 +46,14 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
                 where = f"corpus {c.name} ({c.source}) row {row['_row']}"
                 examples.append((f"{c.name}:{row['_row']}", chat_messages(row, where)))
         mix = write_sft_mix(examples, tok, cfg.optim.seq_len, stage_dir / f"epoch{e}" / 'sft.npz')
-        out = stage_dir / f"epoch{e}" / 'adapter'
+        out = stage_dir / f"epoch{e}" / ADAPTER
         ev = train_sft(ref, profile.base.architecture, mix.path, cfg.lora, cfg.optim, out, tag=f"sft-epoch{e}",
                        warm_start=warm, report_to=report_to)
         warm = str(out)
         summary.append({'epoch': e, 'bands': {c.name: [c.bands[e].start, c.bands[e].stop] for c in cfg.corpora},
                         'examples': mix.examples, 'dropped_overlong': len(mix.dropped_overlong), 'tokens': ev['training_tokens'],
                         'supervised_tokens': ev['supervised_tokens'], 'steps': ev['steps'], 'dataset_sha256': ev['dataset_sha256']})
-    ship = stage_dir / 'adapter'
+    ship = stage_dir / ADAPTER
     _ship_adapter(Path(warm), ship)
     atomic_write_text(stage_dir / 'sft_summary.json', json.dumps(summary, indent=1))
     return {'epochs': summary, 'adapter': str(ship)}
@@ -135,12 +108,12 @@ def choose_anchor(audits: 'pd.DataFrame', max_tool_leak_rate: float) -> str:
     ok = ok.assign(order=range(len(ok))).sort_values(['stop_rate', 'tool_leak_rate', 'order'], ascending=[False, True, True])
     return ok.iloc[0].arm
 
+# %% ../nbs/35_recipes.ipynb #c013s1
 def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
     "Stage 2: train every grid arm, audit each anchor's decoded answers, ship one by the profile's rule."
     import pandas as pd
     from rsi_repro.instruments.text import audit_termination
-    cfg = profile.dpo
-    if cfg is None: raise ProfileError(profile.path, 'dpo', "this profile has no dpo section")
+    cfg = profile.section('dpo')
     stage_dir = Path(stage_dir)
     pairs_path = stage_dir / 'pairs.jsonl'
     n_pairs = write_preference_pairs(profile, pairs_path)
@@ -150,41 +123,39 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
     rows = []
     for arm in cfg.grid:
-        out = stage_dir / 'arms' / arm.name / 'adapter'
+        out = dpo_arm_dir(stage_dir, arm.name) / ADAPTER
         if not is_current(out, pairs_path, warm, cfg.lora, cfg.optim, ref, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight):
             train_dpo(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, out, tag=f"dpo-{arm.name}",
                       beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to)
-        answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, stage_dir / 'arms' / arm.name / 'audit')
+        answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, arm.name) / 'audit')
         outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {arm.name}")
         rows.append({'arm': arm.name, 'beta': arm.beta, 'lr': arm.lr, 'stop_rate': outcomes.stopped.mean(),
                      'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)})
     audits = pd.DataFrame(rows)
     ship = choose_anchor(audits, cfg.max_tool_leak_rate)
-    _ship_adapter(stage_dir / 'arms' / ship / 'adapter', stage_dir / 'adapter')
+    _ship_adapter(dpo_arm_dir(stage_dir, ship) / ADAPTER, stage_dir / ADAPTER)
     audits['shipped'] = audits.arm.eq(ship)
     audits.to_csv(stage_dir / 'anchor_audit.csv', index=False)
-    return {'pairs': n_pairs, 'audit': audits, 'shipped': ship, 'adapter': str(stage_dir / 'adapter')}
+    return {'pairs': n_pairs, 'audit': audits, 'shipped': ship, 'adapter': str(stage_dir / ADAPTER)}
 
 # %% ../nbs/35_recipes.ipynb #c016
 def read_run_pool(profile: Profile, name: str) -> list[dict]:
     "A pool the `pools` stage wrote for this run."
-    from rsi_repro.pools import read_pool
-    path = profile.run_dir / 'pools' / f"{name}.jsonl"
+    path = pool_path(profile, name)
     if not path.exists(): raise FileNotFoundError(f"pool {name!r} not found at {path}: run the pools stage first")
     return read_pool(path)
 
 def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
     "Stage 3: rejection-sample the repair pool from the warm start, write the mix, train; returns keep rates and evidence."
     from rsi_repro.rejection import rejection_round
-    cfg = profile.repair
-    if cfg is None: raise ProfileError(profile.path, 'repair', "this profile has no repair section")
+    cfg = profile.section('repair')
     stage_dir = Path(stage_dir)
     parent = resolve_checkpoint(profile, cfg.warm_start)
     model = ModelRef.from_profile(profile, parent)
     pool = read_run_pool(profile, cfg.pool)
     rr = rejection_round(pool, model, profile.serving, cfg.sampling, repair_mix_path(stage_dir).parent, load_tokenizer(model),
                          cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
-    out = stage_dir / 'adapter'
+    out = stage_dir / ADAPTER
     ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
                    tag='repair', warm_start=str(parent) if parent else None, report_to=report_to)
     target = mix_target_report(cfg.mix_target, rr['mix'].path, ev, stage_dir / 'mix_target.csv')
@@ -198,11 +169,6 @@ def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_c
     return report
 
 # %% ../nbs/35_recipes.ipynb #c018
-def arm_warm_start(profile: Profile, arm) -> str:
-    "The checkpoint name an arm starts from."
-    r = profile.rounds
-    return {'parent': r.sample_from, 'champion': r.champion_name}.get(arm.warm_start, arm.warm_start)
-
 def arm_waves(profile: Profile, names: Optional[list[str]] = None) -> list[list]:
     "Arms grouped so that every arm's warm start is trained in an earlier wave (or is a stage)."
     arms = [a for a in profile.rounds.arms if not names or a.name in names]
@@ -251,8 +217,7 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
 def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[str]] = None, report_to=('tensorboard',)) -> dict:
     "Stage 4: the round's mixes, then every arm (or the named ones), wave by wave, locally or on Slurm."
     import pandas as pd
-    r = profile.rounds
-    if r is None: raise ProfileError(profile.path, 'rounds', "this profile has no rounds section")
+    r = profile.section('rounds')
     mixes = round_mixes(profile, stage_dir)
     evidence = {}
     for wave in arm_waves(profile, arms):
@@ -287,8 +252,7 @@ def _evidence_of(adapter: Path, mix_path: str | Path) -> dict | None:
 def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
     "Build the run's pools from the profile, audit their disjointness (raises on any leak), write them with their sha256."
     from rsi_repro import pools
-    cfg = profile.pools
-    if cfg is None: raise ProfileError(profile.path, 'pools', "this profile has no pools section")
+    cfg = profile.section('pools')
     built, stats = pools.build_pools_with_stats(seed=cfg.seed, h6_size=cfg.h6_size, probe2_size=cfg.probe2_size,
                                                 rounds=dict(cfg.rounds), second_constraint_prob=cfg.second_constraint_prob)
     summary = pools.audit(built)
@@ -301,15 +265,14 @@ def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
 def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
                  incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = 'eval'):
     "Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json."
-    from rsi_repro.evaluate import result_paths
     from rsi_repro.preregister import decide
-    rule = profile.section('promotion')
-    seal_path = seal_path or profile.run_dir / 'preregister' / 'promotion.seal.json'
+    rule = profile.section('promotion')             # read once, when the profile loaded
+    seal_path = seal_path or layout.seal_path(profile=profile)
     path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
     incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
     candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
     decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate)
-    decision.write(Path(stage_dir) / 'decision.json')
+    decision.write(Path(stage_dir) / DECISION_FILE)
     paired = decide_paired_read(profile, stage_dir, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
     return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
             'paired': paired}
@@ -317,9 +280,8 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
 def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, incumbent_outcomes: dict,
                        candidate_outcomes: dict, eval_stage: str = 'eval') -> 'pd.DataFrame':
     "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
-    from rsi_repro.evaluate import INSTRUMENTS, result_paths
+    from rsi_repro.evaluate import INSTRUMENTS
     from rsi_repro.paired import paired_read, write_paired_read
-    from rsi_repro.stats import load_outcomes
     def sources(ck, given):       # the rule's outcome files as the decision read them, the eval stage's for every other instrument
         found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
         return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
@@ -332,12 +294,11 @@ def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, 
 def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
     "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."
     from rsi_repro import grid
-    from rsi_repro.evaluate import find_outcomes
     champion = profile.rounds.champion_name
     arms = [{'cell': a.name, 'mix': a.mix, 'steps': a.steps, 'init': arm_warm_start(profile, a), 'seed': a.seed}
             for a in profile.rounds.arms if a.name != champion]
-    find = lambda ck: find_outcomes(profile.run_dir, ck, instrument, tuple(eval_stages))
+    find = lambda ck: load_outcomes(outcomes_path(profile.run_dir, ck, instrument, tuple(eval_stages)), ck)
     outcomes, incumbent = {a['cell']: find(a['cell']) for a in arms}, find(champion)
     table = grid.grid_table(arms, outcomes, incumbent)
-    table.to_csv(Path(stage_dir) / f"grid_{instrument}.csv", index=False)
+    table.to_csv(grid_table_path(stage_dir, instrument), index=False)
     return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent)}

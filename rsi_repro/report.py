@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from .io import atomic_write_text
-from .pipeline import MANIFEST, read_manifest
+from .layout import GRID_STAGE, MANIFEST, decision_path, grid_table_path
+from .pipeline import read_manifest
 
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'relativise', 'clean_notebook',
@@ -248,7 +249,8 @@ def _decision_section(run_dir: Path, site: Path) -> str:
     from rsi_repro import summary
     try: d = summary.read_decision(run_dir)
     except FileNotFoundError: return "<h2 id=decision>The decision</h2><p class=muted>No decision in this run (the decide stage has not run).</p>"
-    href = copy_source(run_dir / 'decide' / 'decision.json', site, 'decide/decision.json')
+    src = decision_path(run_dir)
+    href = copy_source(src, site, src.relative_to(run_dir).as_posix())
     verdict = f"<span class={'yes' if d['promote'] else 'no'}>{'promote' if d['promote'] else 'do not promote'}</span>"
     rows = [{'clause': c['kind'], 'instrument': c['params'].get('instrument', ''), 'test': c['evidence'].get('test', ''),
              'value': c['evidence'].get('delta', c['evidence'].get('worst_delta', '')), 'passed': c['passed'], '_h': href}
@@ -277,7 +279,8 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
     from rsi_repro import summary
     try: g = summary.grid_discordance(run_dir, instrument)
     except FileNotFoundError: return "<h2 id=grid>The grid</h2><p class=muted>No grid in this run.</p>"
-    href = copy_source(run_dir / 'grid' / f'grid_{instrument}.csv', site, f'grid/grid_{instrument}.csv')
+    src = grid_table_path(run_dir / GRID_STAGE, instrument)
+    href = copy_source(src, site, src.relative_to(run_dir).as_posix())
     if g.empty: return f"<h2 id=grid>The grid ({instrument})</h2><p class=muted>The grid has no arm besides the champion (<a href='{href}'>grid CSV</a>).</p>"
     img = grid_heatmap(g, site / 'assets' / f'grid_{instrument}.png', instrument)
     rows = [{**r, '_h': href} for r in g.to_dict(orient='records')]

@@ -12,13 +12,14 @@ from typing import Sequence
 import pandas as pd
 
 from .config import Profile
-from .evaluate import find_outcomes, parent_of, result_paths
+from .layout import (DECIDE_STAGE, EVAL_STAGES, GRID_STAGE, READ_STAGES, decision_path, grid_table_path, outcomes_path,
+                              parent_of)
 from .io import package_versions, sha256_file
-from .stats import paired
+from .stats import load_outcomes, paired
 
 # %% auto #0
 __all__ = ['lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'grid_discordance', 'read_decision',
-           'study_summary', 'outcomes_file', 'ladder_sources', 'provenance', 'extra_tables']
+           'study_summary', 'ladder_sources', 'provenance', 'extra_tables']
 
 # %% ../nbs/93_summary.ipynb #c004
 def lineage(profile: Profile, checkpoint: str | None = None) -> list[str]:
@@ -32,34 +33,36 @@ def lineage(profile: Profile, checkpoint: str | None = None) -> list[str]:
         chain.append(parent)
     return chain[::-1]
 
-def evaluated_lineage(profile: Profile, instrument: str = 'h6', stages: Sequence[str] = ('eval', 'eval_arms'),
+def _outcomes(profile: Profile, checkpoint: str, instrument: str, stages: Sequence[str]):
+    return load_outcomes(outcomes_path(profile.run_dir, checkpoint, instrument, tuple(stages)), checkpoint)
+
+def evaluated_lineage(profile: Profile, instrument: str = 'h6', stages: Sequence[str] = EVAL_STAGES,
                       checkpoint: str | None = None) -> list[str]:
     "The checkpoints of the lineage that the run evaluated on `instrument` (a run may skip some)."
     def has(ck):
-        try: find_outcomes(profile.run_dir, ck, instrument, tuple(stages)); return True
+        try: outcomes_path(profile.run_dir, ck, instrument, tuple(stages)); return True
         except FileNotFoundError: return False
     return [ck for ck in lineage(profile, checkpoint) if has(ck)]
 
 def ladder(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'),
-           stages: Sequence[str] = ('eval', 'eval_arms'), checkpoint: str | None = None) -> pd.DataFrame:
+           stages: Sequence[str] = EVAL_STAGES, checkpoint: str | None = None) -> pd.DataFrame:
     "One row per (step, instrument): each evaluated checkpoint against its nearest evaluated ancestor; rates, delta, fixed/lost, exact sign p, SE."
     steps = evaluated_lineage(profile, instruments[0], stages, checkpoint)
     if len(steps) < 2: raise FileNotFoundError(f"{profile.run_dir}: fewer than two checkpoints of {lineage(profile, checkpoint)} have {instruments[0]} outcomes; run the eval stage first")
     rows = []
     for parent, ck in zip(steps, steps[1:]):
         for inst in instruments:
-            s = paired(find_outcomes(profile.run_dir, parent, inst, tuple(stages)),
-                       find_outcomes(profile.run_dir, ck, inst, tuple(stages)))
+            s = paired(_outcomes(profile, parent, inst, stages), _outcomes(profile, ck, inst, stages))
             rows.append({'step': f"{parent} → {ck}", 'parent': parent, 'checkpoint': ck, 'instrument': inst,
                          'n': s.n, 'rate_parent': s.rate_a, 'rate': s.rate_b, 'delta': s.delta,
                          'fixed': s.fixed, 'lost': s.lost, 'p': s.p, 'se': s.se})
     return pd.DataFrame(rows)
 
 def rates(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'),
-          stages: Sequence[str] = ('eval', 'eval_arms'), checkpoint: str | None = None) -> pd.DataFrame:
+          stages: Sequence[str] = EVAL_STAGES, checkpoint: str | None = None) -> pd.DataFrame:
     "Pass rate of every checkpoint on the lineage (rows) on each instrument (columns)."
     steps = evaluated_lineage(profile, instruments[0], stages, checkpoint)
-    return pd.DataFrame({inst: {ck: float(find_outcomes(profile.run_dir, ck, inst, tuple(stages))['passed'].mean())
+    return pd.DataFrame({inst: {ck: float(_outcomes(profile, ck, inst, stages)['passed'].mean())
                                 for ck in steps} for inst in instruments}).rename_axis('checkpoint')
 
 def ladder_markdown(lad: pd.DataFrame) -> str:
@@ -70,16 +73,16 @@ def ladder_markdown(lad: pd.DataFrame) -> str:
     return '\n'.join(lines)
 
 # %% ../nbs/93_summary.ipynb #c008
-def grid_discordance(run_dir: str | Path, instrument: str = 'h6', stage: str = 'grid') -> pd.DataFrame:
+def grid_discordance(run_dir: str | Path, instrument: str = 'h6', stage: str = GRID_STAGE) -> pd.DataFrame:
     "The grid table of one instrument with its discordant count (fixed + lost) per arm."
-    path = Path(run_dir) / stage / f"grid_{instrument}.csv"
+    path = grid_table_path(Path(run_dir) / stage, instrument)
     if not path.exists(): raise FileNotFoundError(f"{path}: no grid table; run the {stage} stage first")
     g = pd.read_csv(path)
     return g.assign(discordant=g.fixed + g.lost)
 
-def read_decision(run_dir: str | Path, stage: str = 'decide') -> dict:
+def read_decision(run_dir: str | Path, stage: str = DECIDE_STAGE) -> dict:
     "The sealed rule's decision of a run."
-    path = Path(run_dir) / stage / 'decision.json'
+    path = decision_path(run_dir, stage)
     if not path.exists(): raise FileNotFoundError(f"{path}: no decision; run the {stage} stage first")
     return json.loads(path.read_text())
 
@@ -88,26 +91,18 @@ def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'
     lad = ladder(profile, instruments)
     out = {'run': profile.run, 'lineage': lineage(profile), 'ladder': lad.to_dict(orient='records'),
            'rates': rates(profile, instruments).reset_index().to_dict(orient='records')}
-    grid_path = profile.run_dir / 'grid' / 'grid_h6.csv'
-    if grid_path.exists():
+    if grid_table_path(profile.run_dir / GRID_STAGE, 'h6').exists():
         g = grid_discordance(profile.run_dir)
         out['grid'] = g.to_dict(orient='records')
         out['grid_cells_with_discordance'] = int((g.discordant > 0).sum())
-    if (profile.run_dir / 'decide' / 'decision.json').exists(): out['decision'] = read_decision(profile.run_dir)
+    if decision_path(profile.run_dir).exists(): out['decision'] = read_decision(profile.run_dir)
     out['provenance'] = provenance(profile)
     return out
 
 # %% ../nbs/93_summary.ipynb #c011
-def outcomes_file(run_dir: str | Path, checkpoint: str, instrument: str, stages: Sequence[str] = ('eval', 'eval_arms')) -> Path:
-    "The per-prompt outcomes file `find_outcomes` reads for a checkpoint: what every number of the ladder is computed from."
-    for stage in stages:
-        path = result_paths(Path(run_dir) / stage, checkpoint, instrument)['outcomes']
-        if path.exists(): return path
-    raise FileNotFoundError(f"no {instrument} outcomes for {checkpoint} in {', '.join(str(Path(run_dir) / s) for s in stages)}")
-
-def ladder_sources(profile: Profile, lad: pd.DataFrame, stages: Sequence[str] = ('eval', 'eval_arms')) -> pd.DataFrame:
+def ladder_sources(profile: Profile, lad: pd.DataFrame, stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
     "The ladder with, per row, the run-relative paths of the two outcomes files it pairs (`parent_file`, `file`)."
-    rel = lambda ck, inst: outcomes_file(profile.run_dir, ck, inst, stages).relative_to(profile.run_dir).as_posix()
+    rel = lambda ck, inst: outcomes_path(profile.run_dir, ck, inst, tuple(stages)).relative_to(profile.run_dir).as_posix()
     return lad.assign(parent_file=[rel(r.parent, r.instrument) for r in lad.itertuples()],
                       file=[rel(r.checkpoint, r.instrument) for r in lad.itertuples()])
 
@@ -131,7 +126,7 @@ def provenance(profile: Profile, packages: Sequence[str] = ('rsi_repro', 'torch'
             'machine': f"{platform.node()} ({platform.platform()}, {platform.machine()})",
             'date': datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M:%S UTC')}
 
-def extra_tables(run_dir: str | Path, stages: Sequence[str] = ('pair_read', 'soups')) -> dict[str, list[Path]]:
+def extra_tables(run_dir: str | Path, stages: Sequence[str] = READ_STAGES) -> dict[str, list[Path]]:
     "The CSV tables of the optional stages a run has (a newer run may hold a pair read and soups); absent stages are left out."
     out = {s: sorted((Path(run_dir) / s).glob('*.csv')) for s in stages}
     return {s: ps for s, ps in out.items() if ps}

@@ -16,23 +16,11 @@ from .config import Profile
 from .typed import to_dict
 from .corpora import binarize, chat_messages, read_band, read_sft_mix
 from .io import sha256_file
+from .layout import repair_mix_path, round_mix_path, stage_dirs_of
 
 # %% auto #0
-__all__ = ['RECORD', 'repair_mix_path', 'round_mix_path', 'TrainingCorpus', 'training_corpora', 'corpus_documents',
-           'training_documents', 'decontam_record', 'read_decontam_record']
-
-# %% ../nbs/34_trained_on.ipynb #c005
-def repair_mix_path(stage_dir: str | Path) -> Path:
-    "The mix the repair stage trains on, in its stage folder."
-    return Path(stage_dir) / 'sampling' / 'mix_x1.npz'
-
-def round_mix_path(stage_dir: str | Path, pool: str, mix: str) -> Path:
-    "The mix of one pool ('single' or 'double' draws) that the rounds stage writes and arms train on."
-    if mix not in ('single', 'double'): raise ValueError(f"mix must be 'single' or 'double', got {mix!r}")
-    return Path(stage_dir) / 'mixes' / pool / f"mix_x{1 if mix == 'single' else 2}.npz"
-
-def _stage_dirs(profile: Profile, notebook: str) -> list[Path]:
-    return [profile.run_dir / s.name for s in profile.stages if s.notebook == notebook]
+__all__ = ['RECORD', 'TrainingCorpus', 'training_corpora', 'corpus_documents', 'training_documents', 'decontam_record',
+           'read_decontam_record']
 
 # %% ../nbs/34_trained_on.ipynb #c008
 @dataclass(frozen=True)
@@ -57,11 +45,11 @@ def training_corpora(profile: Profile) -> list[TrainingCorpus]:
         c = profile.dpo.corpus
         out.append(TrainingCorpus(c.name, 'dpo', c.source, {**to_dict(c), 'seed': profile.dpo.optim.seed}))
     if profile.repair:
-        out += [_mix(profile, repair_mix_path(d), d.name, 'the repair mix') for d in _stage_dirs(profile, 'repair')]
+        out += [_mix(profile, repair_mix_path(d), d.name, 'the repair mix') for d in stage_dirs_of(profile, 'repair')]
     if profile.rounds:
         used = sorted({(a.pool, a.mix) for a in profile.rounds.arms}, key=lambda pm: (pm[0], pm[1] != 'single'))
         out += [_mix(profile, round_mix_path(d, pool, mix), d.name, f"the {mix} mix of pool {pool}")
-                for d in _stage_dirs(profile, 'rounds') for pool, mix in used]
+                for d in stage_dirs_of(profile, 'rounds') for pool, mix in used]
     names = [c.name for c in out]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup: raise ValueError(f"{profile.path}: two training corpora are both named {dup[0]!r}; name them apart")

@@ -12,7 +12,8 @@ from rsi_repro.evals import read_evals
 from rsi_repro.corpora import write_sft_mix
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.io import write_jsonl
-from rsi_repro.trained_on import RECORD, read_decontam_record, repair_mix_path, round_mix_path, training_corpora
+from rsi_repro.layout import repair_mix_path, round_mix_path
+from rsi_repro.trained_on import RECORD, read_decontam_record, training_corpora
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ('harbor lantern copper meadow violet thunder pebble orchard saddle quartz ribbon falcon marble cedar '

@@ -11,6 +11,7 @@ from rsi_repro.typed import ProfileError
 from rsi_repro.corpora import chat_messages, read_band
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.io import read_jsonl, write_jsonl
+from rsi_repro.layout import adjudication_sheet, result_paths
 from rsi_repro.pools import build_pools, write_pool
 from rsi_repro.stats import ALL, load_outcomes
 
@@ -46,7 +47,7 @@ def test_outcomes_have_one_row_per_prompt_and_the_contract_columns(run):
     profile, out, results = run
     assert list(results) == list(ev.INSTRUMENTS)
     for name, n in SIZES.items():
-        paths = ev.result_paths(out, 'base', name)
+        paths = result_paths(out, 'base', name)
         rows = read_jsonl(paths['outcomes'])
         assert len(rows) == n, name
         assert len({r['id'] for r in rows}) == n, name
@@ -61,8 +62,8 @@ def test_outcomes_have_one_row_per_prompt_and_the_contract_columns(run):
     assert set(results['h6'][0].id) <= {r['id'] for r in read_jsonl(profile.evals.h6.pool)}
     assert results['math'][0].id.tolist() == [r['id'] for r in read_jsonl(out / 'math_problems' / 'problems.jsonl')]
     assert {'strict', 'loose'} <= set(results['math'][1].columns)
-    identity = json.loads(ev.result_paths(out, 'base', 'safety')['meta'].read_text())['identity']
-    assert ev.adjudication_sheet(out / 'base', identity).exists()
+    identity = json.loads(result_paths(out, 'base', 'safety')['meta'].read_text())['identity']
+    assert adjudication_sheet(out / 'base', identity).exists()
 
 
 def test_a_rerun_reads_back_without_loading_the_model(run, monkeypatch):
@@ -76,7 +77,7 @@ def test_a_rerun_reads_back_without_loading_the_model(run, monkeypatch):
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps          # nothing rewritten
     assert all(again[k][0].equals(results[k][0]) for k in results)
     # a lost outcomes file is scored again from the generations on disk, still without a model
-    ev.result_paths(out, 'base', 'code')['outcomes'].unlink()
+    result_paths(out, 'base', 'code')['outcomes'].unlink()
     rescored = ev.evaluate_checkpoint(profile, 'base', out, instruments=['code'], progress=False)
     assert rescored['code'][0].equals(results['code'][0])
 

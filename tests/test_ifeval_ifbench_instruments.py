@@ -10,6 +10,7 @@ from rsi_repro.evals import read_evals
 from rsi_repro.typed import ProfileError, to_dict
 from rsi_repro.generate import Completion
 from rsi_repro.instruments import ifbench
+from rsi_repro.layout import parent_of
 from rsi_repro.instruments.ifeval_official import IFEvalDataError, load_ifeval_prompts
 from rsi_repro.stats import ALL
 
@@ -116,7 +117,7 @@ def test_ifbench_scores_rows_and_names_what_it_cannot_score_offline(ifbench_run)
 
 def test_ifbench_pairs_each_checkpoint_with_its_parent_per_type(ifbench_run):
     profile, results, _ = ifbench_run
-    assert ev.parent_of(profile, 'sft') == 'base'
+    assert parent_of(profile, 'sft') == 'base'
     t = ev.paired_families_vs_parent(profile, results, 'ifbench').set_index('family')
     assert list(t.index) == ['count:numbers', 'repeat:repeat_span', ALL]
     # by hand: a lost (two numbers -> one), e fixed (none -> one), b tied

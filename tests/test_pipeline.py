@@ -120,15 +120,16 @@ def test_pair_read_and_soups_are_written_and_shown(profile_path, first_run):
 def test_eval_reads_each_adapter_against_its_parent_on_every_instrument(profile_path, first_run):
     "One paired table per adapter with an evaluated parent, every instrument, per family with lengths: the numbers the ladder pairs."
     import pandas as pd
-    from rsi_repro.evaluate import find_outcomes
-    from rsi_repro.stats import paired
+    from rsi_repro.layout import outcomes_path
+    from rsi_repro.stats import load_outcomes, paired
     prof = load_profile(profile_path)
     read = pd.read_csv(prof.run_dir / 'eval' / 'paired.csv')
     assert set(read.checkpoint) == {'v6141'} and set(read.parent) == {'repair'}        # repair's parent (dpo) is not evaluated here
     top = read[read.family == '(all)'].set_index('instrument')
     assert list(top.index) == ['h6', 'probe2', 'math', 'open_chat', 'wide_chat', 'termination']
     for inst in top.index:
-        p = paired(find_outcomes(prof.run_dir, 'repair', inst), find_outcomes(prof.run_dir, 'v6141', inst))
+        find = lambda ck: load_outcomes(outcomes_path(prof.run_dir, ck, inst), ck)
+        p = paired(find('repair'), find('v6141'))
         assert (top.loc[inst, 'fixed'], top.loc[inst, 'lost'], top.loc[inst, 'n']) == (p.fixed, p.lost, p.n), inst
         assert top.loc[inst, 'p'] == pytest.approx(p.p) and top.loc[inst, 'length_a'] > 0, inst
     wide = read[(read.instrument == 'wide_chat') & (read.family != '(all)')]

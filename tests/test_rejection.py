@@ -58,7 +58,8 @@ def test_nothing_passing_the_checker_stops_with_a_clear_message(tmp_path):
 
 
 def test_arm_waves_put_champion_warm_starts_after_the_champion():
-    from rsi_repro.recipes import arm_waves, arm_warm_start
+    from rsi_repro.layout import arm_warm_start
+    from rsi_repro.recipes import arm_waves
     p = load_profile(TINY)
     waves = [[a.name for a in w] for w in arm_waves(p)]
     assert waves == [['v6141', 'v741', 'v743'], ['v747', 'v749']]
@@ -68,7 +69,7 @@ def test_arm_waves_put_champion_warm_starts_after_the_champion():
 
 
 def test_nemotron_grid_is_the_cards_nine_cells():
-    from rsi_repro.recipes import arm_warm_start
+    from rsi_repro.layout import arm_warm_start
     p = load_profile(ROOT / 'configs/nemotron.yaml', check_files=False)
     cells = [(a.name, a.mix, a.steps, arm_warm_start(p, a)) for a in p.rounds.arms[1:]]
     assert cells == [('v741', 'single', 400, 'repair'), ('v742', 'single', 400, 'repair'), ('v743', 'double', 400, 'repair'),
