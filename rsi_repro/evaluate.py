@@ -5,41 +5,36 @@
 # %% ../nbs/46_evaluate.ipynb #c002
 from __future__ import annotations
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import pandas as pd
 
 from .config import Profile, Serving, fingerprint
-from .typed import ProfileError, to_dict
-from .generate import BACKENDS, Decode, ModelRef, base_identity, generate
-from .io import atomic_write_text, library_sha256, read_jsonl, sha256_file, sha256_json, write_jsonl
 from .constraints import check_all
-from .instruments.prompts import (MULTI_TURN_LENGTH, default_prompt_path, load_prompt_set,
-                                           multi_turn_messages, prompt_set_from_rows)
-from .instruments.text import audit_termination, generation_table, per_prompt, rate_se, summarise
+from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
+from .generate import BACKENDS, Decode, ModelRef, base_identity, generate, load_tokenizer
+from .io import atomic_write_text, library_sha256, sha256_file, sha256_json, write_jsonl
+from .layout import adjudication_sheet, generations_dir, math_dir, pool_path, resolve_checkpoint, result_paths
+from .stats import load_outcomes
+from .typed import ProfileError, to_dict
 from .instruments.chat import score_code, score_multi_turn, score_open_chat
-from .instruments.wide_chat import score_wide_chat
+from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, load_ifbench_prompts, nltk_file,
+                                           scorable, score_ifbench)
+from .instruments.ifeval_official import load_ifeval_prompts, score_ifeval
+from .instruments.math import math_problems, math_prompt, score_math
+from .instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path, load_prompt_set, multi_turn_messages
 from .instruments.safety import score_safety, write_adjudication_sheet
-from .instruments.math import (MathDataError, load_math_rows, math_prompt, math_rows_from_prompt_set,
-                                        score_math)
-from .instruments.decontam import SHINGLE, decontaminate, decontaminate_each
-from .trained_on import RECORD as DECONTAM_RECORD, decontam_record, training_corpora, training_documents
-from .stats import ALL, compare, load_outcomes
-from .layout import (adjudication_sheet, generations_dir, math_dir, parent_of, pool_path, resolve_checkpoint,
-                              result_paths)
-from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS, MathEval, MathSource
+from .instruments.text import audit_termination, generation_table, per_prompt, summarise
+from .instruments.wide_chat import score_wide_chat
 
 # %% auto #0
-__all__ = ['DROPPED_COLUMNS', 'INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint',
-           'as_checkpoint', 'pool_prompts', 'score_if', 'math_problems', 'generation_set', 'answers', 'eval_h6',
-           'eval_probe2', 'eval_math', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'eval_termination',
-           'eval_multi_turn', 'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval',
-           'eval_ifbench', 'eval_checkpoints', 'eval_instruments', 'scorer_sha256', 'write_result',
-           'evaluate_checkpoint', 'safety_overview', 'safety_screen_disagreements', 'overview', 'overview_table',
-           'family_rates', 'paired_vs_parent', 'paired_families_vs_parent', 'ifbench_not_scored',
-           'math_decontam_report']
+__all__ = ['INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
+           'pool_prompts', 'score_if', 'math_set', 'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math',
+           'eval_code', 'eval_open_chat', 'eval_wide_chat', 'eval_termination', 'eval_multi_turn', 'eval_safety',
+           'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints',
+           'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -140,78 +135,6 @@ def score_if(prompts: pd.DataFrame,  # pool prompts (id, family, constraints)
     out['verdicts'] = out['id'].map(g.drop_duplicates('id').set_index('id')['verdicts'])   # the first sample's
     return out, summarise(out, rates=('passed', 'stopped'), means=('new_tokens',))
 
-# %% ../nbs/46_evaluate.ipynb #c017
-def _source_problems(profile: Profile, src: MathSource, i: int) -> pd.DataFrame:
-    local = profile.resolve(src.source)
-    if src.kind == 'prompt_set':
-        df = math_rows_from_prompt_set(load_prompt_set(local, 'math'))
-        if src.limit is not None: df = df.iloc[:src.limit]
-    else:
-        source = str(local) if local.exists() else src.source
-        df = load_math_rows(source, src.kind, src.split, src.config, src.limit)
-        if src.config: df['id'] = f"{src.kind}/{src.config}:" + df['id'].str.split(':', n=1).str[1]
-    return df.assign(source_index=i)
-
-DROPPED_COLUMNS = ['id', 'corpus', 'corpus_row', 'doc', 'doc_offset', 'query_offset', 'n_matches', 'shingle_tokens',
-                   'shingle_text', 'question', 'source_row']
-
-def _math_plan(profile: Profile, s: MathEval, tokenizer_id: str) -> dict:
-    files = {src.source: sha256_file(p) for src in s.sources for p in [profile.resolve(src.source)] if p.is_file()}
-    corpora = [to_dict(c) for c in training_corpora(profile)]   # stage-1 bands, DPO pairs, repair and round mixes
-    return {'sources': to_dict(s.sources), 'source_sha256': files, 'n': s.n,
-            'shingle_tokens': s.shingle_tokens, 'corpora': corpora, 'tokenizer': tokenizer_id}
-
-def math_problems(profile: Profile,
-                  cache_dir: str | Path,    # where problems.jsonl, decontam_dropped.jsonl and plan.json live
-                  tokenizer=None,           # the profile's tokenizer (default: loaded from the base)
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(problems, dropped): the run's decontaminated math problems, built once and cached; dropped problems with their shingle."
-    s = profile.evals.math
-    if not s.sources: raise ProfileError(profile.path, 'evals.math.sources', "missing: name the problem sources (a prompt set, GSM8K or MATH train split)")
-    cache = Path(cache_dir)
-    ref = ModelRef.from_profile(profile)
-    plan = _math_plan(profile, s, base_identity(ref.base, ref.revision))
-    files = {k: cache / f for k, f in (('plan', 'plan.json'), ('problems', 'problems.jsonl'), ('dropped', 'decontam_dropped.jsonl'),
-                                       ('record', DECONTAM_RECORD))}
-    if files['plan'].exists():
-        if json.loads(files['plan'].read_text()) != json.loads(json.dumps(plan)):
-            raise ValueError(f"{cache}: holds a math problem set built under other settings (sources, n, shingle, corpora "
-                             f"or tokenizer differ); delete the folder to rebuild it, and the math outcomes that used it")
-        if files['problems'].exists() and files['dropped'].exists() and files['record'].exists():
-            return pd.DataFrame(read_jsonl(files['problems'])), pd.DataFrame(read_jsonl(files['dropped']), columns=DROPPED_COLUMNS)
-    cands = pd.concat([_source_problems(profile, src, i) for i, src in enumerate(s.sources)], ignore_index=True)
-    dup = cands['id'][cands['id'].duplicated()]
-    if len(dup): raise MathDataError(f"math sources give problem id {dup.iloc[0]!r} twice; give each source its own config or file")
-    if tokenizer is None:
-        from rsi_repro.generate import load_tokenizer
-        tokenizer = load_tokenizer(ref)
-    import numpy as np
-    q_tokens = [np.asarray(t, dtype=np.int64) for t in tokenizer(cands['question'].tolist(), add_special_tokens=False)['input_ids']]
-    trained = training_corpora(profile)
-    corpora = training_documents(profile, tokenizer, trained)
-    if corpora:
-        kept, dropped, hits = decontaminate_each(cands, q_tokens, {k: d for k, (d, _) in corpora.items()}, s.shingle_tokens, tokenizer)
-        dropped['corpus_row'] = [corpora[c][1][d] for c, d in zip(dropped['corpus'], dropped['doc'])]
-    else:
-        kept, dropped = cands.assign(n_shingles=[max(0, len(t) - s.shingle_tokens + 1) for t in q_tokens]), pd.DataFrame(columns=DROPPED_COLUMNS)
-        hits = pd.DataFrame(columns=['corpus'])
-    dropped = dropped.merge(cands[['id', 'question', 'source_row']], on='id', how='left').reindex(columns=DROPPED_COLUMNS)
-    takes = {i: src.take for i, src in enumerate(s.sources)}
-    kept = pd.concat([g if takes[i] is None else g.iloc[:takes[i]] for i, g in kept.groupby('source_index', sort=True)])
-    for i, t in takes.items():
-        have = int((kept['source_index'] == i).sum())
-        if t is not None and have < t:
-            raise MathDataError(f"evals.math.sources[{i}] asks for {t} problems but only {have} survive decontamination")
-    if s.n is not None:
-        if len(kept) < s.n: raise MathDataError(f"evals.math.n = {s.n} but only {len(kept)} problems survive decontamination")
-        kept = kept.iloc[:s.n]
-    kept = kept.reset_index(drop=True)[['id', 'family', 'question', 'gold', 'source_row', 'n_shingles']]
-    write_jsonl(files['problems'], json.loads(kept.to_json(orient='records')))
-    write_jsonl(files['dropped'], json.loads(dropped.to_json(orient='records')))
-    atomic_write_text(files['record'], json.dumps(decontam_record(trained, hits), indent=1))
-    atomic_write_text(files['plan'], json.dumps(plan, indent=1, sort_keys=True))
-    return kept, dropped
-
 # %% ../nbs/46_evaluate.ipynb #c021
 def _user(text: str) -> list[dict]: return [{'role': 'user', 'content': text}]
 
@@ -225,10 +148,15 @@ def _pool_set(profile: Profile, pool: str) -> pd.DataFrame:
     path = profile.resolve(s.pool) if s.pool else pool_path(profile, pool)
     return take(pool_prompts(path), s.n, f"{path} (evals.{pool}.n)")
 
+def math_set(profile: Profile, stage_dir: str | Path) -> pd.DataFrame:
+    "The evaluation stage's decontaminated math problems (`rsi_repro.instruments.math.math_problems`), in the base's tokenizer."
+    ref = ModelRef.from_profile(profile)
+    return math_problems(profile, math_dir(stage_dir), base_identity(ref.base, ref.revision), lambda: load_tokenizer(ref))[0]
+
 def generation_set(profile: Profile, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:
     "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat, wide_chat or safety."
     if name in ('h6', 'probe2'): prompts = _pool_set(profile, name); text = prompts['prompt']
-    elif name == 'math': prompts = math_problems(profile, math_dir(Path(out_dir).parent))[0]; text = prompts['question'].map(math_prompt)
+    elif name == 'math': prompts = math_set(profile, Path(out_dir).parent); text = prompts['question'].map(math_prompt)
     elif name in ('code', 'open_chat', 'wide_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
     else: raise KeyError(f"unknown generation set {name!r}; known: {SINGLE_TURN_SETS}")
     return prompts, [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], text)]
@@ -329,10 +257,6 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
 ]}
 
 # %% ../nbs/46_evaluate.ipynb #c025j
-from .instruments.ifeval_official import load_ifeval_prompts, score_ifeval
-from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, load_ifbench_prompts, nltk_file,
-                                  not_scored_offline, scorable, score_ifbench)
-
 def ifeval_prompts(profile: Profile) -> pd.DataFrame:
     "The profile's IFEval prompts (`evals.ifeval`), the subset `n` keeping every family."
     s = profile.evals.ifeval
@@ -440,88 +364,3 @@ def evaluate_checkpoint(profile: Profile,
                           'n': len(outcomes), 'inputs_sha256': _inputs_sha256(profile, inst, ck, ck_dir)})
         results[inst.name] = (load_outcomes(paths['outcomes'], name), pd.read_csv(paths['summary']))
     return results
-
-def safety_overview(results: Mapping) -> pd.DataFrame:
-    "Per checkpoint: the safety labels' rates (adjudicated where a person labelled, else the screen); empty if safety was not run."
-    cols = ['n', 'full_refusal', 'partial_refusal', 'full_compliance', 'screen_refusal', 'n_adjudicated']
-    rows = {ck: r['safety'][1].set_index('family').loc[ALL, cols] for ck, r in results.items() if 'safety' in r}
-    return pd.DataFrame(rows).T if rows else pd.DataFrame(columns=cols)
-
-def safety_screen_disagreements(results: Mapping) -> pd.DataFrame:
-    "Every prompt where the keyword screen disagrees with a person's label, across checkpoints."
-    from .instruments.safety import screen_disagreements
-    frames = [screen_disagreements(r['safety'][0]).assign(checkpoint=ck) for ck, r in results.items() if 'safety' in r]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-# %% ../nbs/46_evaluate.ipynb #c033
-def overview(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: evaluate_checkpoint(...)}
-             ) -> pd.DataFrame:
-    "One row per (checkpoint, instrument): prompts, pass rate and its binomial SE."
-    rows = []
-    for ck, per in results.items():
-        for inst, (out, _) in per.items():
-            p = float(out['passed'].mean())
-            rows.append({'checkpoint': ck, 'instrument': inst, 'n': len(out), 'rate': p, 'se': rate_se(p, len(out))})
-    return pd.DataFrame(rows)
-
-def overview_table(results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
-    "Checkpoints × instruments, each cell 'rate ± se'."
-    o = overview(results)
-    o['cell'] = [f"{r:.3f} ± {s:.3f}" for r, s in zip(o['rate'], o['se'])]
-    return o.pivot(index='checkpoint', columns='instrument', values='cell').reindex(index=list(results), columns=list(dict.fromkeys(o['instrument'])))
-
-def family_rates(results: Mapping[str, Mapping[str, tuple]], instrument: str = 'h6') -> pd.DataFrame:
-    "Checkpoints × families: pass rate of one instrument per family."
-    return pd.DataFrame({ck: per[instrument][0].groupby('family')['passed'].mean() for ck, per in results.items()
-                         if instrument in per}).T.rename_axis(index='checkpoint', columns='family')
-
-def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
-                     instruments: Sequence[str] = ('h6', 'probe2')) -> pd.DataFrame:
-    "Each evaluated checkpoint against its evaluated parent, paired prompt by prompt (rsi_repro.stats.compare, ALL row)."
-    rows = []
-    for ck in results:
-        parent = parent_of(profile, ck)
-        if parent is None or parent not in results: continue
-        for inst in instruments:
-            if inst not in results[ck] or inst not in results[parent]: continue
-            t = compare(results[parent][inst][0], results[ck][inst][0], by='family')
-            rows.append({'checkpoint': ck, 'parent': parent, 'instrument': inst, **t.loc[ALL].to_dict()})
-    counts = ['n', 'fixed', 'lost', 'net', 'tied', 'tied_fail']
-    return pd.DataFrame(rows).astype({c: int for c in counts}) if rows else pd.DataFrame(rows)
-
-# %% ../nbs/46_evaluate.ipynb #c034j
-def paired_families_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
-                              instrument: str = 'ifbench') -> pd.DataFrame:
-    "Each evaluated checkpoint against its evaluated parent on one instrument, per family and overall (the `(all)` rows)."
-    frames = []
-    for ck in results:
-        parent = parent_of(profile, ck)
-        if parent is None or parent not in results or instrument not in results[ck] or instrument not in results[parent]: continue
-        t = compare(results[parent][instrument][0], results[ck][instrument][0], by='family')
-        frames.append(t.reset_index().assign(checkpoint=ck, parent=parent))
-    if not frames: return pd.DataFrame()
-    out = pd.concat(frames, ignore_index=True)
-    return out[['checkpoint', 'parent'] + [c for c in out.columns if c not in ('checkpoint', 'parent')]]
-
-def ifbench_not_scored(profile: Profile, results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
-    "The IFBench ids this machine does not score, why, and how many of the profile's prompts each kept out of every rate."
-    cols = ['id', 'prompts_left_out', 'why']
-    if not any('ifbench' in r for r in results.values()): return pd.DataFrame(columns=cols)
-    lists = ifbench_prompts(profile)['instruction_id_list']
-    why = not_scored_offline(i for ids in lists for i in ids)
-    return pd.DataFrame([{'id': i, 'prompts_left_out': sum(i in ids for ids in lists), 'why': w} for i, w in why.items()], columns=cols)
-
-# %% ../nbs/46_evaluate.ipynb #c034b
-def math_decontam_report(stage_dir: str | Path,  # an evaluation folder (the eval stage's folder)
-                         ) -> tuple[int, pd.DataFrame]:
-    "(problems scored, dropped problems with their matching shingle); (0, an empty table) when math was not run there."
-    stage_dir = Path(stage_dir)
-    cache = math_dir(stage_dir)
-    scored = sorted(p.parent.name for p in stage_dir.glob('*/math.outcomes.jsonl'))
-    if not scored and not cache.exists(): return 0, pd.DataFrame(columns=DROPPED_COLUMNS)
-    files = {'problems': cache / 'problems.jsonl', 'dropped': cache / 'decontam_dropped.jsonl'}
-    missing = [str(f) for f in files.values() if not f.exists()]
-    if missing:
-        ran = f"math was scored for {', '.join(scored)}" if scored else f"{cache} exists"
-        raise FileNotFoundError(f"{stage_dir}: {ran} but {', '.join(missing)} is missing; run the math instrument of the eval stage again")
-    return len(read_jsonl(files['problems'])), pd.DataFrame(read_jsonl(files['dropped']), columns=DROPPED_COLUMNS)

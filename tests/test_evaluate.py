@@ -103,9 +103,8 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
         {'id': 'planted', 'family': 'free', 'question': f'Read this: {planted} How many words are above?', 'answer': '#### 3'},
         {'id': 'near-miss', 'family': 'free', 'question': f'Read this: {near_miss} How many words are above?', 'answer': '#### 3'}])
     p = dataclasses.replace(profile, evals=read_evals({'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}}), repair=None, rounds=None)
-    kept, dropped = ev.math_problems(p, tmp_path / 'math_problems')
+    kept = ev.math_set(p, tmp_path)                                # the eval stage's set, in the base's own tokenizer
     assert kept.id.tolist() == ['own-1', 'near-miss']
-    assert dropped.id.tolist() == ['planted']
     rec = read_jsonl(tmp_path / 'math_problems' / 'decontam_dropped.jsonl')
     assert [r['id'] for r in rec] == ['planted'] and rec[0]['corpus'] == corpus.name
     assert len(rec[0]['shingle_tokens']) == 30
@@ -115,7 +114,7 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
 
 def test_bad_settings_name_the_key(tmp_path):
     p = tiny_profile({'math': {}})
-    with pytest.raises(ProfileError, match='evals.math.sources'): ev.math_problems(p, tmp_path)
+    with pytest.raises(ProfileError, match='evals.math.sources'): ev.math_set(p, tmp_path)
     with pytest.raises(ProfileError, match='evals.checkpoints'): ev.eval_checkpoints(p)
     with pytest.raises(ProfileError, match=r'evals\.code\.limit: unknown key'): tiny_profile({'code': {'limit': 3}})
     with pytest.raises(ProfileError, match=r'evals\.checkpoints: expected a list'): tiny_profile({'checkpoints': 'base'})

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rsi_repro import evaluate as ev
+from rsi_repro import eval_report as er, evaluate as ev
 from rsi_repro.config import load_profile
 from rsi_repro.evals import read_evals
 from rsi_repro.typed import ProfileError, to_dict
@@ -118,13 +118,13 @@ def test_ifbench_scores_rows_and_names_what_it_cannot_score_offline(ifbench_run)
 def test_ifbench_pairs_each_checkpoint_with_its_parent_per_type(ifbench_run):
     profile, results, _ = ifbench_run
     assert parent_of(profile, 'sft') == 'base'
-    t = ev.paired_families_vs_parent(profile, results, 'ifbench').set_index('family')
+    t = er.paired_families_vs_parent(profile, results, 'ifbench').set_index('family')
     assert list(t.index) == ['count:numbers', 'repeat:repeat_span', ALL]
     # by hand: a lost (two numbers -> one), e fixed (none -> one), b tied
     assert t.loc['count:numbers', ['n', 'fixed', 'lost', 'tied', 'tied_fail']].tolist() == [2, 1, 1, 0, 0]
     assert t.loc['repeat:repeat_span', ['n', 'tied']].tolist() == [1, 1]
     assert t.loc[ALL, ['n', 'fixed', 'lost', 'delta']].tolist() == [3, 1, 1, 0.0]
-    overall = ev.paired_vs_parent(profile, results, instruments=('ifbench',))
+    overall = er.paired_vs_parent(profile, results, instruments=('ifbench',))
     assert overall[['checkpoint', 'parent', 'n', 'fixed', 'lost']].values.tolist() == [['sft', 'base', 3, 1, 1]]
 
 
