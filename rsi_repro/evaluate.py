@@ -30,11 +30,11 @@ from .instruments.text import audit_termination, generation_table, per_prompt, s
 from .instruments.wide_chat import score_wide_chat
 
 # %% auto #0
-__all__ = ['INSTRUMENTS', 'OUTCOME_FRONT', 'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint',
-           'pool_prompts', 'score_if', 'math_set', 'generation_set', 'answers', 'eval_h6', 'eval_probe2', 'eval_math',
-           'eval_code', 'eval_open_chat', 'eval_wide_chat', 'eval_termination', 'eval_multi_turn', 'eval_safety',
-           'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints',
-           'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
+__all__ = ['eval_h6', 'eval_probe2', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'INSTRUMENTS', 'OUTCOME_FRONT',
+           'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if',
+           'math_set', 'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn',
+           'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench',
+           'eval_checkpoints', 'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -168,30 +168,25 @@ def answers(profile: Profile, model, out_dir: str | Path, name: str) -> tuple[pd
     return prompts, ck.generate(reqs, generations_dir(out_dir, ck.identity, name))
 
 # %% ../nbs/46_evaluate.ipynb #c023
-def eval_h6(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "IF eval on the H6 pool: greedy serving decode, per-prompt pass/fail, per-family pass rates."
-    return score_if(*answers(profile, model, out_dir, 'h6'))
+def scored_set(name: str,   # a single-turn generation set (`rsi_repro.evals.SINGLE_TURN_SETS`)
+               score: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]],  # (prompts, rows) -> (outcomes, summary)
+               ) -> Callable[[Profile, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]:
+    "The instrument that scores a checkpoint's answers to one single-turn set with `score`."
+    def run(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return score(*answers(profile, model, out_dir, name))
+    run.__name__, run.__doc__ = f"eval_{name}", f"The checkpoint's answers to the {name} set, scored by `{score.__name__}`."
+    return run
 
-def eval_probe2(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "IF eval on probe2, the edge-of-band control pool."
-    return score_if(*answers(profile, model, out_dir, 'probe2'))
+eval_h6 = scored_set('h6', score_if)                  # IF eval on the H6 pool: every constraint of a prompt passes
+eval_probe2 = scored_set('probe2', score_if)          # IF eval on probe2, the edge-of-band control pool
+eval_code = scored_set('code', score_code)            # code prompts: share that stop cleanly, new tokens
+eval_open_chat = scored_set('open_chat', score_open_chat)   # open chat: answer-usable rate, answer length
+eval_wide_chat = scored_set('wide_chat', score_wide_chat)   # the wide open-chat battery, a regression guard
 
 def eval_math(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Math on the run's decontaminated problems: strict and loose, both with SE; `passed` is the profile's primary."
     problems, rows = answers(profile, model, out_dir, 'math')
     return score_math(problems, rows, primary=profile.evals.math.primary)
-
-def eval_code(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Code prompts: share that stop cleanly, new tokens per prompt and in total."
-    return score_code(*answers(profile, model, out_dir, 'code'))
-
-def eval_open_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Open chat: answer-usable rate and mean answer length per family."
-    return score_open_chat(*answers(profile, model, out_dir, 'open_chat'))
-
-def eval_wide_chat(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "The wide open-chat battery (a regression guard): answer-usable rate and mean answer length per family."
-    return score_wide_chat(*answers(profile, model, out_dir, 'wide_chat'))
 
 def eval_termination(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Termination and tool-leak audit over the configured generation sets (ids and families prefixed by the set)."
