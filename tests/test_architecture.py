@@ -1,0 +1,179 @@
+"""The package's import structure: imports point down the layers (at module level and inside functions alike),
+there is no import cycle, and the lower layers import without the ML stack (and the lowest four without pandas).
+
+The layers are listed here, lowest first, and in the README's "How the code is laid out"; a new module must be given one."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "rsi_repro"
+
+# Lowest first. A module may import modules of its own layer or of a lower one, never of a higher one.
+# `instruments` stands for the package and every module in it.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", ("io", "typed")),
+    ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval", "stats", "chat")),
+    ("settings", ("evals", "promotion", "config")),
+    ("run layout and model-free tools", ("layout", "pools", "preregister")),
+    ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid",
+                                  "summary")),
+    ("models", ("generate", "tiny", "train", "rejection", "soups")),
+    ("evaluation", ("evaluate", "eval_report")),
+    ("stages", ("recipes", "read_stages")),
+    ("runner", ("pipeline", "report", "estimate", "cli")),
+]
+MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
+TORCH_FREE = [m for _, ms in LAYERS[:5] for m in ms]     # import without torch, transformers, peft or trl
+ML_STACK = ("torch", "transformers", "peft", "trl")
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    "The layer index of a module name such as 'config' or 'instruments.math'."
+    for i, (_, names) in enumerate(layers):
+        if module in names or module.split(".")[0] in names: return i
+    raise KeyError(module)
+
+
+def modules(package: Path) -> dict[str, Path]:
+    "{dotted module name under the package: file}, without the package's own __init__ and nbdev's index."
+    out = {}
+    for f in sorted(package.rglob("*.py")):
+        rel = f.relative_to(package).with_suffix("")
+        if rel.name == "__init__": rel = rel.parent
+        name = ".".join(rel.parts)
+        if name and name != "_modidx": out[name] = f
+    return out
+
+
+def imports_of(name: str, path: Path, known: set[str], pkg: str) -> list[tuple[str, int]]:
+    "(imported module of the package, line) for every import in the file, inside functions included."
+    tree, here = ast.parse(path.read_text()), name.split(".")
+    is_pkg = path.name == "__init__.py"
+    found = []
+    def add(dotted: str, line: int):
+        if dotted.startswith(pkg + "."):
+            mod = dotted[len(pkg) + 1:]
+            while mod and mod not in known: mod = mod.rpartition(".")[0]
+            if mod and mod != name: found.append((mod, line))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names: add(a.name, node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = here if is_pkg else here[:-1]
+                base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+                stem = ".".join([pkg, *base, *([node.module] if node.module else [])])
+            else:
+                stem = node.module or ""
+            for a in node.names: add(f"{stem}.{a.name}", node.lineno)   # `from pkg import module` names a module
+            add(stem, node.lineno)
+    return sorted(set(found), key=lambda x: x[1])
+
+
+def graph(package: Path, pkg: str) -> dict[str, list[tuple[str, int]]]:
+    mods = modules(package)
+    return {m: imports_of(m, f, set(mods), pkg) for m, f in mods.items()}
+
+
+def upward(g: dict, pkg: str, layers=LAYERS) -> list[str]:
+    "Every import of a module from a higher layer, as 'file:line: a (layer) imports b (layer)'."
+    bad = []
+    for a, targets in g.items():
+        for b, line in targets:
+            la, lb = layer_of(a, layers), layer_of(b, layers)
+            if lb > la:
+                bad.append(f"{pkg}/{a.replace('.', '/')}.py:{line}: {a} ({layers[la][0]}) imports {b} ({layers[lb][0]})")
+    return bad
+
+
+def cycles(g: dict) -> list[list[str]]:
+    "The import cycles (each as a closed path of module names), found by depth-first search."
+    out, state, stack = [], {}, []
+    def visit(m):
+        state[m] = 1; stack.append(m)
+        for t, _ in g.get(m, ()):
+            if state.get(t) == 1: out.append(stack[stack.index(t):] + [t])
+            elif t not in state: visit(t)
+        stack.pop(); state[m] = 2
+    for m in sorted(g):
+        if m not in state: visit(m)
+    return out
+
+
+def test_every_module_has_a_layer():
+    missing = [m for m in modules(PACKAGE) if not any(m == n or m.split(".")[0] == n for _, ns in LAYERS for n in ns)]
+    assert not missing, f"give these modules a layer in tests/test_architecture.py (and in the README's layout): {missing}"
+
+
+def test_imports_point_down_the_layers():
+    bad = upward(graph(PACKAGE, "rsi_repro"), "rsi_repro")
+    assert not bad, "imports from a higher layer:\n" + "\n".join(bad)
+
+
+def test_no_import_cycle():
+    found = cycles(graph(PACKAGE, "rsi_repro"))
+    assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_path):
+    "The same checks on a small package that breaks both rules, the upward import hidden in a function."
+    pkg = tmp_path / "demo"; (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text(""); (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("import json\n\ndef f():\n    from demo.high import g\n    return g\n")
+    (pkg / "high.py").write_text("from .low import f\nfrom . import mid\n")
+    (pkg / "mid.py").write_text("from demo.sub.leaf import x\n")
+    (pkg / "sub" / "leaf.py").write_text("from ..mid import y\n")
+    layers = [("low", ("low",)), ("mid", ("mid", "sub")), ("high", ("high",))]
+    g = graph(pkg, "demo")
+    assert g["low"] == [("high", 4)] and ("mid", 2) in g["high"] and g["sub.leaf"] == [("mid", 1)]
+    assert upward(g, "demo", layers) == ["demo/low.py:4: low (low) imports high (high)"]
+    assert sorted(map(tuple, cycles(g))) == [("high", "low", "high"), ("mid", "sub.leaf", "mid")]
+
+
+BLOCKER = textwrap.dedent('''
+    import importlib, importlib.abc, sys
+    BLOCKED = set(sys.argv[1].split(","))
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED: raise ImportError(f"blocked import of {name}")
+    sys.meta_path.insert(0, Block())
+    failed = []
+    for m in sys.argv[2].split(","):
+        try: importlib.import_module("rsi_repro." + m)
+        except ImportError as e: failed.append(f"{m}: {e}")
+    loaded = sorted(b for b in BLOCKED if b in sys.modules)
+    print("\\n".join(failed + [f"loaded: {b}" for b in loaded]) or "ok")
+''')
+
+
+def _import_blocked(mods: list[str], blocked) -> str:
+    "Import `rsi_repro.<m>` for every m in a fresh interpreter where importing any of `blocked` fails."
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", BLOCKER, ",".join(blocked), ",".join(mods)], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_model_free_layers_import_without_the_ml_stack_or_pandas():
+    present = [m for m in MODEL_FREE if m in modules(PACKAGE)]
+    assert {"config", "stats", "preregister", "pools", "ifeval", "layout", "io", "evals", "promotion"} <= set(present)
+    assert _import_blocked(present, (*ML_STACK, "pandas")) == "ok"
+
+
+def test_data_scoring_and_tables_import_without_the_ml_stack():
+    mods = modules(PACKAGE)
+    present = [m for m in mods for n in TORCH_FREE if m == n or m.startswith(n + ".")]
+    assert {"instruments.math", "pair_read", "summary", "grid", "corpora"} <= set(present)
+    assert _import_blocked(present, ML_STACK) == "ok"
+
+
+def test_the_blocker_blocks():
+    "A module that needs pandas at import fails under the blocker, so a pass above means something."
+    assert "evaluate: blocked import of pandas" in _import_blocked(["evaluate"], ("pandas",))
