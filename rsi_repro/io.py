@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 # %% auto #0
 __all__ = ['VERSIONED', 'DataError', 'iter_jsonl', 'read_jsonl', 'atomic_write_text', 'write_jsonl', 'canonical_json',
            'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root',
-           'library_sha256']
+           'library_sha256', 'package_data']
 
 # %% ../nbs/00a_io.ipynb #c004
 class DataError(ValueError):
@@ -106,3 +106,7 @@ def library_root() -> Path:
 def library_sha256(patterns: Iterable[str] = ('**/*.py',)) -> str:
     "sha256 over the rsi_repro package's source files (or those matching `patterns`)."
     return sha256_files(library_root(), patterns)
+
+def package_data(*parts: str) -> Path:
+    "A file or folder of the data the package itself ships (`rsi_repro/data/`: pool subjects and templates, prompt sets, claims)."
+    return library_root().joinpath('data', *parts)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .io import atomic_write_text, canonical_json, iter_jsonl, sha256_text
+from .io import atomic_write_text, canonical_json, iter_jsonl, package_data, sha256_text
 from .constraints import CONSTRAINTS, H6_FAMILIES, PROBE2_FAMILIES, EXTRA_FAMILIES, Constraint, compose, ConstraintConflictError
 
 # %% auto #0
@@ -19,7 +19,7 @@ __all__ = ['DATA_DIR', 'GRIDS', 'ROLES', 'SPLIT_FRACTIONS', 'EVAL_POOLS', 'ROW_F
            'second_constraint_table', 'PoolOverlapError', 'audit', 'pool_sha256', 'write_pool', 'read_pool', 'coverage']
 
 # %% ../nbs/12_pools.ipynb #c005
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "pools" if "__file__" in globals() else Path("../data/pools")
+DATA_DIR = package_data("pools")   # subjects.txt and templates.json, shipped inside the package
 
 class PoolDataError(ValueError):
     "A malformed subject or template file."
@@ -172,7 +172,7 @@ def build_pools_with_stats(*, seed: int,        # the pools' seed (profile.pools
                 probe2_size: int,               # probe2 prompts (the card: 1200)
                 rounds: Mapping[str, int],      # training round name -> size, in build order (e.g. {"r5": 3000, "r6": 7000})
                 second_constraint_prob: float,  # chance a training prompt carries a second constraint
-                data_dir: str | Path | None = None,  # where subjects.txt / templates.json live (default: data/pools)
+                data_dir: str | Path | None = None,  # where subjects.txt / templates.json live (default: the package's)
                 ) -> tuple[dict[str, list[dict]], dict[str, PoolStats]]:
     "(H6 (the card's 12 families), probe2 (those and placeholders) and the training rounds (every family), disjoint by construction; each pool's `PoolStats`). Run `audit` on the pools."
     d = Path(data_dir) if data_dir else DATA_DIR

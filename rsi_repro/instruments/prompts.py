@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 import pandas as pd
-from ..io import iter_jsonl
+from ..io import iter_jsonl, package_data
 
 # %% auto #0
 __all__ = ['OPEN_CHAT_FAMILIES', 'SAFETY_FAMILIES', 'MULTI_TURN_LENGTH', 'PROMPT_SETS', 'PromptSetError', 'PromptSetSpec',
@@ -49,9 +49,8 @@ PROMPT_SETS: dict[str, PromptSetSpec] = {
 
 # %% ../../nbs/40_instruments_prompts.ipynb #c008
 def prompts_dir() -> Path:
-    "Folder of the shipped prompt sets (`data/prompts` at the repository root)."
-    import importlib.util
-    return Path(importlib.util.find_spec('rsi_repro').origin).resolve().parents[1] / 'data' / 'prompts'
+    "Folder of the shipped prompt sets (inside the package; in a clone, a link to the repository's `data/prompts`)."
+    return package_data('prompts')
 
 def default_prompt_path(kind: str) -> Path:
     "Path of the shipped prompt set of `kind`."
