@@ -108,6 +108,8 @@ def check_at_fitted_n(c: Mapping, n: int | None, f: int, l: int) -> list[dict]:
                     f"({f} - {l})/{m}; at n = {m}: discordance {(f + l) / m:.3f}, SE of the delta {paired_se(m, f, l):.4f}")]
 
 
+
+# %% ../nbs/22_card_audit.ipynb #c011m
 def check_paired(c: Mapping, claims: Mapping) -> list[dict]:
     cnt, rep, n = c["counts"], c["reported"], c.get("n")
     f, l, t, tf = cnt["fixed"], cnt["lost"], cnt.get("tied"), cnt.get("tied_fail")
@@ -161,7 +163,7 @@ def check_paired(c: Mapping, claims: Mapping) -> list[dict]:
                                 f"discordance ({f}+{l})/{n} = {(f + l) / n:.3f}"))
     return rows
 
-
+# %% ../nbs/22_card_audit.ipynb #c011c
 def check_pooled(c, claims) -> list[dict]:
     parts = [claims[p]["counts"] for p in c["parts"]]
     f, l = sum(p["fixed"] for p in parts), sum(p["lost"] for p in parts)
@@ -223,7 +225,7 @@ def check_sum(c, claims) -> list[dict]:
     return [_figure(c, "total", c["reported"]["total"], sum(c["values"]),
                     " + ".join(map(str, c["values"])) + (f" ({c['note']})" if c.get("note") else ""))]
 
-
+# %% ../nbs/22_card_audit.ipynb #c011f
 def _deltas(c, claims) -> dict:
     return {k: printed(claims[k]["reported"]["delta"]) for k in c["cells"]}
 
@@ -272,7 +274,7 @@ def check_discordance(c, claims) -> list[dict]:
         rows.append(_figure(c, figure, c["reported"]["discordance"], disc, f"pooled over the cited cells at their {label} n ({each})"))
     return rows
 
-
+# %% ../nbs/22_card_audit.ipynb #c011i
 def check_delta_of_any(c, claims) -> list[dict]:
     opts = {k: (claims[k]["counts"]["fixed"] - claims[k]["counts"]["lost"]) / claims[k]["n"] for k in c["options"]}
     val, _ = printed(c["reported"]["delta"])

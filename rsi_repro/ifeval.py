@@ -179,6 +179,7 @@ def language_response_language(v, language):
     code = detect_language(v)
     return True if code is None else code == language
 
+# %% ../nbs/11_ifeval.ipynb #c016d
 def length_number_sentences(v, num_sentences, relation):
     "Punkt sentence count compared with the threshold."
     return _cmp(count_sentences(v), num_sentences, relation)
@@ -212,6 +213,7 @@ def length_nth_paragraph_first_word(v, num_paragraphs, nth_paragraph, first_word
         first += ch.lower()
     return n == num_paragraphs and first == first_word
 
+# %% ../nbs/11_ifeval.ipynb #c016g
 def content_number_placeholders(v, num_placeholders):
     r"At least n `\[.*?\]` spans (empty [] counts)."
     return len(re.findall(r"\[.*?\]", v)) >= num_placeholders
@@ -257,6 +259,7 @@ def format_title(v):
     "A `<<title>>` with some non-space text, on one line."
     return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", v))
 
+# %% ../nbs/11_ifeval.ipynb #c016j
 def combination_two_responses(v):
     "Two different non-empty parts around '******' (empty parts only at the ends)."
     valid = []
@@ -562,6 +565,7 @@ def _block(rng, kwargs):
     if k == 10: return "[" + rng.choice(_VOCAB) + "]"
     return " ".join(_sentence(rng) for _ in range(rng.randint(1, 4)))
 
+# %% ../nbs/11_ifeval.ipynb #c030b
 def _kwargs(iid, rng):
     rel = lambda: rng.choice(RELATIONS)
     return {
