@@ -333,6 +333,7 @@ def write_result(out_dir: str | Path, checkpoint: str, instrument: str, outcomes
     atomic_write_text(paths['meta'], json.dumps(meta, indent=1, sort_keys=True))
     return paths
 
+# %% ../nbs/46_evaluate.ipynb #c027b
 def evaluate_checkpoint(profile: Profile,
                         name: str,                  # 'base', a stage name or an arm name
                         out_dir: str | Path,        # the evaluation folder (the eval stage's folder): results go to out_dir/name/

@@ -288,6 +288,7 @@ def _read_shard(path: Path, expected: list[tuple[str, int]]) -> list[dict]:
                         f"(id, sample) pairs; delete it to regenerate it")
     return rows
 
+# %% ../nbs/03_generate.ipynb #c016c
 def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user turn
              model: ModelRef,             # base (+ adapter)
              serving: Serving,            # the profile's serving block (system prompt, limits, batch and shard sizes)

@@ -58,7 +58,7 @@ def family_grid(outcomes: Mapping,   # {cell: candidate outcome table}
     cols = {c: compare(incumbent, t, by=by)[value] for c, t in outcomes.items()}
     return pd.DataFrame(cols).T.rename_axis(index="cell", columns=by)
 
-
+# %% ../nbs/23_grid.ipynb #c005c
 def plot_family_heatmap(matrix: pd.DataFrame,  # a `family_grid` of deltas
                         ax=None, title: str | None = None):
     "Seaborn heatmap of per-family deltas, arms by families, centred at zero."

@@ -125,6 +125,7 @@ class PoolStats:
     second_drawn: int       # prompts for which a second constraint was drawn
     second_conflicts: int   # of those, prompts that kept one constraint because the two conflict
 
+# %% ../nbs/12_pools.ipynb #c015b
 def draw_pool(name: str,                     # pool name: "h6", "probe2", or a round name such as "r5"
                size: int,                     # number of prompts
                families: Sequence[str],       # families, balanced round-robin over the pool
@@ -167,6 +168,7 @@ def build_pool(*args, **kwargs) -> list[dict]:
     "The rows of `draw_pool(*args, **kwargs)`."
     return draw_pool(*args, **kwargs)[0]
 
+# %% ../nbs/12_pools.ipynb #c015e
 def build_pools_with_stats(*, seed: int,        # the pools' seed (profile.pools.seed)
                 h6_size: int,                   # H6 prompts (the card: 1600)
                 probe2_size: int,               # probe2 prompts (the card: 1200)

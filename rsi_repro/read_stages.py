@@ -97,8 +97,7 @@ def read_tables(result: Mapping) -> tuple['pd.DataFrame', 'pd.DataFrame']:
 def pair_read_stage(profile: Profile, stage_dir: str | Path, eval_stage: str = 'eval') -> dict:
     "The blinded read of `pair_read.first` against `pair_read.second` from the eval stage's answers."
     from rsi_repro.evaluate import Checkpoint
-    cfg = profile.pair_read
-    if cfg is None: raise ProfileError(profile.path, 'pair_read', "this profile has no pair_read section")
+    cfg = profile.section('pair_read')
     eval_dir = profile.run_dir / eval_stage
     sides = []
     for name in (cfg.first, cfg.second):
@@ -111,8 +110,7 @@ def seed_parents(profile: Profile, stage_dir: str | Path, report_to: Sequence[st
     "{parent name: adapter folder}: the stage's adapter and one retrained arm per seed (skipped when already current)."
     from rsi_repro.generate import ModelRef
     from rsi_repro.train import is_current, read_evidence, train_sft
-    cfg = profile.soups
-    if cfg is None: raise ProfileError(profile.path, 'soups', "this profile has no soups section")
+    cfg = profile.section('soups')
     src = resolve_checkpoint(profile, cfg.stage)
     if src is None: raise ProfileError(profile.path, 'soups.stage', "the base has no recipe to reseed")
     ev = read_evidence(src)
@@ -145,6 +143,7 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
         results[inst] = (load_outcomes(paths['outcomes'], name), summary)
     return results, ck
 
+# %% ../nbs/52_read_stages.ipynb #c012c
 def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str] = ()) -> dict:
     "Parents, soups, their ΔW report, evaluations, paired comparisons, blinded reads and the degeneracy check."
     import pandas as pd

@@ -199,6 +199,7 @@ def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
             out[(pool_name, mix)] = rr
     return out
 
+# %% ../nbs/35_recipes.ipynb #c018c
 def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tensorboard',)) -> dict:
     "Train one arm (a top-level function, so submitit can pickle it for a Slurm job)."
     from rsi_repro.config import load_profile

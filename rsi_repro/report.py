@@ -54,6 +54,7 @@ def is_hidden(cell) -> bool:
     if 'hide' in d or 'exporti' in d or 'default_exp' in d: return True
     return is_test_cell(cell.source)
 
+# %% ../nbs/92_report.ipynb #c005c
 def _bare_repr(output) -> bool:
     return (output.get('output_type') == 'execute_result' and set(output.get('data', {})) == {'text/plain'}
             and bool(_REPR.fullmatch(output['data']['text/plain'].strip())))
@@ -224,6 +225,7 @@ def copy_source(src: Path, site: Path, rel: str) -> str:
     shutil.copyfile(src, dst)
     return f"data/{rel}"
 
+# %% ../nbs/92_report.ipynb #c014c
 def _ladder_section(profile, site: Path, instruments) -> str:
     from rsi_repro import summary
     usable = []
@@ -259,6 +261,7 @@ def _decision_section(run_dir: Path, site: Path) -> str:
             f"<b>{html.escape(d['incumbent'])}</b>: {verdict} (<a href='{href}'>decision.json</a>, decided {html.escape(d['decided_at'])}).</p>"
             + html_table(rows, {'value': '_h', 'passed': '_h'}, 'decision'))
 
+# %% ../nbs/92_report.ipynb #c014e
 def grid_heatmap(grid: pd.DataFrame, out: Path, instrument: str = 'h6') -> Path:
     "A heatmap of the grid: each arm's Δ against the champion, annotated with fixed/lost."
     import matplotlib; matplotlib.use('Agg')
@@ -290,6 +293,7 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
             + html_table(rows, {c: '_h' for c in g.columns if c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'fixed/lost', 'p', 'discordant')}, 'grid')
             + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>")
 
+# %% ../nbs/92_report.ipynb #c014g
 def _card_section(root: Path, site: Path) -> str:
     from rsi_repro.card_audit import audit_claims, audit_summary
     path = root / 'data' / 'claims' / 'seed_card.yaml'
@@ -325,6 +329,7 @@ def _provenance_section(prov: dict, site: Path, profile_path: Path) -> str:
     return ("<section id=provenance><h2>Provenance</h2><table class=provenance>"
             + ''.join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table></section>")
 
+# %% ../nbs/92_report.ipynb #c014i
 def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination', 'open_chat')) -> str:
     "The front page's body: decision, ladder, grid, card audit, pair read and soups when present, provenance."
     from rsi_repro import summary

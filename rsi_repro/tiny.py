@@ -123,6 +123,7 @@ def _whole_text(ids: dict, text: str, extra: list[str], rng: random.Random) -> s
     if 'uppercase' in ids: text = text.upper()
     return text
 
+# %% ../nbs/02_tiny.ipynb #c005d2
 def render_response(constraints,            # constraints (Constraint or {id, kwargs}); must compose
                     own: list[str],         # the subject's sentences, used first
                     extra: list[str],       # other sentences, for padding and bullet items
@@ -334,6 +335,7 @@ def documented_objects() -> list[tuple[str, str, str]]:
             out.append((q, answer, sig))
     return out
 
+# %% ../nbs/02_tiny.ipynb #c018c
 def build_sample_corpora(out_dir: str | Path, seed: int = 0, constrained_share: float = 0.25) -> dict:
     "Write the tiny profile's SFT corpora (two files) and preference corpus; returns their row counts."
     rng = random.Random(seed)
