@@ -111,6 +111,12 @@ def test_every_module_has_a_layer():
     assert not missing, f"give these modules a layer in tests/test_architecture.py (and in the README's layout): {missing}"
 
 
+def test_the_readme_names_every_layer():
+    readme = (ROOT / "README.md").read_text()
+    for name, mods in LAYERS:
+        assert f"| {name} |" in readme and all(f"`{m}`" in readme for m in mods), f"README: layer {name!r} or one of {mods} missing"
+
+
 def test_imports_point_down_the_layers():
     bad = upward(graph(PACKAGE, "rsi_repro"), "rsi_repro")
     assert not bad, "imports from a higher layer:\n" + "\n".join(bad)
