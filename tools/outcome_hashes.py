@@ -5,7 +5,9 @@
 
 Outcome files are hashed byte for byte. decision.json is hashed after removing what records *when* it ran
 (the decision's and the seal's clock times and the results files' times), which differ on every run, and with
-paths inside the run folder written relative to it, so two copies of a run in different folders compare.
+paths inside the run folder written relative to it, so two copies of a run in different folders compare. The run
+folder is the one given and the one the decision was written in (its seal sits in `<run>/<stage>/`), so a run
+copied away from where it ran compares too.
 """
 from __future__ import annotations
 import argparse, hashlib, json, sys
@@ -13,15 +15,19 @@ from pathlib import Path
 
 CLOCK_KEYS = {'decided_at', 'sealed_at', 'time', 'time_ns', 'source', 'manifest'}
 
-def _without_clocks(obj, run_dir: str):
-    if isinstance(obj, dict): return {k: _without_clocks(v, run_dir) for k, v in obj.items() if k not in CLOCK_KEYS}
-    if isinstance(obj, list): return [_without_clocks(v, run_dir) for v in obj]
-    if isinstance(obj, str) and obj.startswith(run_dir + '/'): return '<run>/' + obj[len(run_dir) + 1:]
+def _without_clocks(obj, run_dirs: tuple[str, ...]):
+    if isinstance(obj, dict): return {k: _without_clocks(v, run_dirs) for k, v in obj.items() if k not in CLOCK_KEYS}
+    if isinstance(obj, list): return [_without_clocks(v, run_dirs) for v in obj]
+    for d in run_dirs:
+        if isinstance(obj, str) and obj.startswith(d + '/'): return '<run>/' + obj[len(d) + 1:]
     return obj
 
 def decision_sha256(path: Path, run_dir: Path) -> str:
     "sha256 of a decision.json's canonical JSON, clock times removed, paths relative to the run folder."
-    data = _without_clocks(json.loads(Path(path).read_text()), str(Path(run_dir).resolve()))
+    raw = json.loads(Path(path).read_text())
+    seal = (raw.get('seal') or {}).get('path')
+    ran_in = (str(Path(seal).parent.parent),) if seal else ()      # where the run was when it decided
+    data = _without_clocks(raw, (str(Path(run_dir).resolve()), *ran_in))
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(',', ':')).encode()).hexdigest()
 
 def run_hashes(run_dir: str | Path) -> dict[str, str]:
