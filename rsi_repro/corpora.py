@@ -4,7 +4,7 @@
 
 # %% ../nbs/30_corpora.ipynb #c002
 from __future__ import annotations
-import gc, hashlib, io, json, zipfile
+import gc, io, json, zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +14,7 @@ import numpy as np
 
 from .chat import ChatError, validate_messages
 from .config import Band, Corpus
-from .io import DataError, iter_jsonl, sha256_file
+from .io import DataError, iter_jsonl, sha256_file, sha256_text
 
 # %% auto #0
 __all__ = ['BATCH_ROWS', 'CorpusError', 'check_disjoint', 'load_corpus_dataset', 'iter_band', 'read_band', 'chat_messages',
@@ -163,7 +163,7 @@ def binarize(row: dict, where: str, seed: int = 0) -> PreferencePair:
         chosen = next(r for s, r in scored if s == best)
         lower = [r for s, r in scored if s < best]
         if not lower: raise CorpusError(f"{where}: every completion has the top rating; no rejected answer")
-        pick = int(hashlib.sha256(f"{seed}:{where}".encode()).hexdigest(), 16) % len(lower)
+        pick = int(sha256_text(f"{seed}:{where}"), 16) % len(lower)
         instruction = row.get('instruction', row.get('prompt'))
         if not isinstance(instruction, str) or not instruction.strip(): raise CorpusError(f"{where}: no instruction or prompt")
         rejected, prompt = lower[pick], [{'role': 'user', 'content': instruction}]

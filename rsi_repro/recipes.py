@@ -37,7 +37,7 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     tok = load_tokenizer(ref)
     stage_dir = Path(stage_dir)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
-    summary = []
+    summary, adapters = [], []
     for e in range(epochs.pop()):
         examples = []
         for c in cfg.corpora:
@@ -47,6 +47,7 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
                 examples.append((f"{c.name}:{row['_row']}", chat_messages(row, where)))
         mix = write_sft_mix(examples, tok, cfg.optim.seq_len, stage_dir / f"epoch{e}" / 'sft.npz')
         out = stage_dir / f"epoch{e}" / ADAPTER
+        adapters.append(str(out))
         ev = train_sft(ref, profile.base.architecture, mix.path, cfg.lora, cfg.optim, out, tag=f"sft-epoch{e}",
                        warm_start=warm, report_to=report_to)
         warm = str(out)
@@ -56,7 +57,7 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     ship = stage_dir / ADAPTER
     _ship_adapter(Path(warm), ship)
     atomic_write_text(stage_dir / 'sft_summary.json', json.dumps(summary, indent=1))
-    return {'epochs': summary, 'adapter': str(ship)}
+    return {'epochs': summary, 'epoch_adapters': adapters, 'adapter': str(ship)}
 
 def _ship_adapter(src: Path, dst: Path) -> None:
     "Ship an adapter under the stage's name (a copy: a folder that stands alone, as the seed card's does)."

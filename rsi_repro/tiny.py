@@ -4,10 +4,11 @@
 
 # %% ../nbs/02_tiny.ipynb #c002
 from __future__ import annotations
-import hashlib, importlib, inspect, json, math, random, re, time
+import importlib, inspect, json, math, random, re, time
 from pathlib import Path
 
 from .constraints import count_words
+from .io import atomic_write_text, sha256_text, write_jsonl
 
 # %% auto #0
 __all__ = ['STDLIB_MODULES', 'BASE_TEMPLATES', 'BASE_REPEAT_WORDS', 'PLACEHOLDER_NAMES', 'DOC_FORMATS', 'SPECIAL_TOKENS',
@@ -282,7 +283,7 @@ def build_tiny_base(out_dir: str | Path, steps: int = 3000, seed: int = 0, vocab
     log = pretrain(model, stream, steps=steps, seed=seed, device=device)
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out); tok.save_pretrained(out)
-    corpus_sha = hashlib.sha256('\x00'.join(docs).encode('utf-8')).hexdigest()
+    corpus_sha = sha256_text('\x00'.join(docs))
     info = {'documents': len(docs), 'instruction_documents': len(rows), 'follow_rate': follow_rate,
             'following_documents': sum(r['follows'] for r in rows), 'characters': sum(map(len, docs)), 'tokens': len(stream),
             'corpus_sha256': corpus_sha, 'steps': steps, 'seed': seed, 'vocab_size': len(tok),
@@ -290,7 +291,7 @@ def build_tiny_base(out_dir: str | Path, steps: int = 3000, seed: int = 0, vocab
             'device_name': torch.cuda.get_device_name() if device.startswith('cuda') else 'cpu',
             'train_seconds': round(time.time() - t0, 1), 'loss_log': log, 'torch': torch.__version__,
             'transformers': transformers.__version__, 'python': __import__('platform').python_version()}
-    (out / 'build_info.json').write_text(json.dumps(info, indent=1))
+    atomic_write_text(out / 'build_info.json', json.dumps(info, indent=1))
     return info
 
 # %% ../nbs/02_tiny.ipynb #c015
@@ -365,7 +366,7 @@ def build_sample_corpora(out_dir: str | Path, seed: int = 0, constrained_share: 
         elif kind == 1: bad = f'<tool_call>{{"name": "python_docs", "arguments": {{"query": "{q}"}}}}</tool_call>'
         else: bad = next(a for _, a, _ in objs[i + 7:] + objs[:i] if a != answer)
         user = {'role': 'user', 'content': prompt}
-        prefs.append({'prompt': prompt, 'prompt_id': hashlib.sha256(prompt.encode()).hexdigest(),
+        prefs.append({'prompt': prompt, 'prompt_id': sha256_text(prompt),
                       'chosen': [user, {'role': 'assistant', 'content': answer}],
                       'rejected': [user, {'role': 'assistant', 'content': bad}], 'score_chosen': 8.0, 'score_rejected': 2.0})
     # preference pairs on constrained requests: the answer as asked over a plain answer that ignores the request
@@ -377,10 +378,10 @@ def build_sample_corpora(out_dir: str | Path, seed: int = 0, constrained_share: 
         plain = ' '.join(own[r['subject']][:2])
         if all(check_all(plain, r['constraints'])): continue     # the plain answer complies by chance: nothing to prefer
         user = {'role': 'user', 'content': r['prompt']}
-        prefs.insert(rng.randrange(len(prefs) + 1), {'prompt': r['prompt'], 'prompt_id': hashlib.sha256(r['prompt'].encode()).hexdigest(),
+        prefs.insert(rng.randrange(len(prefs) + 1), {'prompt': r['prompt'], 'prompt_id': sha256_text(r['prompt']),
                      'chosen': [user, {'role': 'assistant', 'content': r['response']}],
                      'rejected': [user, {'role': 'assistant', 'content': plain}], 'score_chosen': 8.0, 'score_rejected': 3.0})
     files = {'tulu_sample.jsonl': tulu, 'smoltalk_sample.jsonl': smol, 'ultrafeedback_sample.jsonl': prefs}
     for name, rows in files.items():
-        (out / name).write_text(''.join(json.dumps(r, ensure_ascii=False) + '\n' for r in rows))
+        write_jsonl(out / name, rows)
     return {name: len(rows) for name, rows in files.items()}

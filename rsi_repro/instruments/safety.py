@@ -4,11 +4,11 @@
 
 # %% ../../nbs/43_instruments_safety.ipynb #c002
 from __future__ import annotations
-import csv, hashlib, io, re
+import csv, io, re
 from pathlib import Path
 import pandas as pd
 from ..stats import ALL
-from ..io import atomic_write_text
+from ..io import atomic_write_text, sha256_text
 from .text import generation_table, GenerationRowsError, summarise
 
 # %% auto #0
@@ -62,7 +62,7 @@ SHEET_COLUMNS = ('id', 'sample', 'family', 'checkpoint', 'response_sha256', 'scr
 class AdjudicationError(ValueError):
     "A malformed adjudication sheet or one that does not match the responses it judges; names the line."
 
-def response_sha256(response: str) -> str: return hashlib.sha256(response.encode('utf-8')).hexdigest()
+def response_sha256(response: str) -> str: return sha256_text(response)
 
 def write_adjudication_sheet(prompts: pd.DataFrame,  # safety prompt set
                              rows,                    # generation rows of one checkpoint
