@@ -188,13 +188,7 @@ def decontaminate_each(problems: pd.DataFrame,            # rows with an `id` (e
                           'dropped': int((dropped.corpus == name).sum())} for name, c in counted.items()], columns=HIT_COLUMNS)
     return kept, dropped, hits
 
-def decontaminate(problems: pd.DataFrame,            # rows with an `id` (e.g. load_math_rows output)
-                  query_tokens: Sequence[np.ndarray],  # token ids of each problem, aligned with `problems`
-                  corpora: Mapping[str, Iterable[np.ndarray]],  # corpus name -> documents (token ids)
-                  n: int = SHINGLE,
-                  tokenizer=None,                     # optional, to decode the matched shingle
-                  chunk_tokens: int = 1 << 20,
-                  progress: bool = False,
-                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(kept, dropped): problems with no shared n-token shingle, and the dropped ones with their evidence."
-    return decontaminate_each(problems, query_tokens, corpora, n, tokenizer, chunk_tokens, progress)[:2]
+def decontaminate(problems: pd.DataFrame, query_tokens: Sequence[np.ndarray], corpora: Mapping[str, Iterable[np.ndarray]],
+                  **options) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "(kept, dropped): problems with no shared n-token shingle, and the dropped ones with their evidence (options as `decontaminate_each`)."
+    return decontaminate_each(problems, query_tokens, corpora, **options)[:2]
