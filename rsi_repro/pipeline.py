@@ -16,12 +16,12 @@ from .layout import MANIFEST, SEAL_FILE
 from .io import atomic_write_text, package_versions, sha256_file, sha256_files, sha256_json
 
 # %% auto #0
-__all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'STAGE_READS', 'LOAD_TIME',
-           'KEY_SCHEME', 'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest',
-           'StageFailed', 'StageResult', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities',
-           'data_paths', 'library_modules', 'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes',
-           'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder',
-           'restore_folder', 'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
+__all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'STAGE_READS', 'KEY_SCHEME',
+           'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest', 'StageFailed',
+           'StageResult', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths',
+           'library_modules', 'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'watch_reads',
+           'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder', 'restore_folder',
+           'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -149,8 +149,6 @@ def data_paths(profile: Profile, reads: Reads) -> list[Path]:
     return out + [profile.resolve(d) for d in reads.data if d != PROFILE_FILE]
 
 # %% ../nbs/90_pipeline.ipynb #l002
-LOAD_TIME = ('rsi_repro.config',)     # modules whose function-level imports serve loading the profile only
-
 def _module_file(name: str) -> Optional[Path]:
     "The source file of an rsi_repro module, or None when `name` is something a module defines."
     import rsi_repro
@@ -158,10 +156,10 @@ def _module_file(name: str) -> Optional[Path]:
     if p.with_suffix('.py').is_file(): return p.with_suffix('.py')
     return p / '__init__.py' if (p / '__init__.py').is_file() else None
 
-def _imports(tree: ast.AST, package: str, top_only: bool = False) -> set[str]:
+def _imports(tree: ast.AST, package: str) -> set[str]:
     "rsi_repro names a module's source imports (modules, or names in them); `package` resolves relative imports."
     out = set()
-    for node in (tree.body if top_only else ast.walk(tree)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.split('.')[0] == 'rsi_repro'}
         elif isinstance(node, ast.ImportFrom):
@@ -173,11 +171,11 @@ def _imports(tree: ast.AST, package: str, top_only: bool = False) -> set[str]:
 
 _SOURCE_IMPORTS: dict = {}
 
-def _source_imports(f: Path, package: str, top_only: bool) -> set[str]:
+def _source_imports(f: Path, package: str) -> set[str]:
     "`_imports` of a source file, parsed once per version of the file."
     st = f.stat()
-    key = (str(f), st.st_mtime_ns, st.st_size, package, top_only)
-    if key not in _SOURCE_IMPORTS: _SOURCE_IMPORTS[key] = frozenset(_imports(ast.parse(f.read_text()), package, top_only))
+    key = (str(f), st.st_mtime_ns, st.st_size, package)
+    if key not in _SOURCE_IMPORTS: _SOURCE_IMPORTS[key] = frozenset(_imports(ast.parse(f.read_text()), package))
     return set(_SOURCE_IMPORTS[key])
 
 def library_modules(notebook: str | Path) -> dict[str, Path]:
@@ -194,7 +192,7 @@ def library_modules(notebook: str | Path) -> dict[str, Path]:
         for n in ('.'.join(parts[:i]) for i in range(1, len(parts) + 1)):     # a module's packages are imported first
             if n in found or (f := _module_file(n)) is None: continue
             found[n] = f
-            todo |= _source_imports(f, n if f.name == '__init__.py' else n.rpartition('.')[0], top_only=n in LOAD_TIME)
+            todo |= _source_imports(f, n if f.name == '__init__.py' else n.rpartition('.')[0])
     return dict(sorted(found.items()))
 
 # %% ../nbs/90_pipeline.ipynb #k002
