@@ -140,6 +140,7 @@ class Optim:
     @property
     def effective_batch(self) -> int: return self.micro_batch * self.grad_accum
 
+# %% ../nbs/00_config.ipynb #c012c
 @dataclass(frozen=True)
 class Band:
     "Rows [start, stop) of one corpus: a band is read once, by one epoch, and never again."
