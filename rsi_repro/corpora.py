@@ -30,6 +30,7 @@ def check_disjoint(bands: Sequence[Band], corpus: str = '?') -> None:
     for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
         if b0 < a1: raise CorpusError(f"corpus {corpus}: bands [{a0}, {a1}) and [{b0}, {b1}) overlap (rows {b0}..{min(a1, b1) - 1} would be seen twice)")
 
+# %% ../nbs/30_corpora.ipynb #c005e
 BATCH_ROWS = 4096   # rows per batch read from a dataset or a file
 
 def _tagged(rows: Sequence[dict], first: int) -> list[dict]:
@@ -55,6 +56,7 @@ def _file_batches(path: Path, start: int, stop: int, size: int) -> Iterator[list
     if batch: yield batch
     return seen
 
+# %% ../nbs/30_corpora.ipynb #c005h
 def load_corpus_dataset(corpus: Corpus, local: Path | None = None):
     "The corpus's `datasets` split: a local dataset folder when `local` is one, else the hub id; by config and split."
     import datasets   # only for datasets, only when asked
