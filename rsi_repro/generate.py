@@ -232,6 +232,7 @@ def vllm_engine_args(model: ModelRef, serving: Serving) -> dict:
     if v.kv_cache_gib is not None: kw['kv_cache_memory_bytes'] = int(v.kv_cache_gib * 2**30)
     return kw
 
+# %% ../nbs/03_generate.ipynb #c014c
 @register_backend('vllm')
 class VLLMBackend:
     "vLLM's offline `LLM.generate` behind the same interface."
