@@ -159,6 +159,7 @@ def offline(text: str) -> str:
     text = _EXTERNAL.sub('', text)
     return re.sub(r'<script\b.*?</script>', '', text, flags=re.I | re.S)
 
+# %% ../nbs/92_report.ipynb #c011c
 def _alt_texts(nb, title: str) -> list[str]:
     "One description per image output, in page order: the section it sits under and the code that drew it."
     alts, heading = [], title
