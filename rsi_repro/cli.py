@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument('--summary-json', metavar='PATH', help='also write the accuracies and the per-id table as JSON')
     return p
 
+# %% ../nbs/91_cli.ipynb #c004c
 def _user_errors() -> tuple:
     from rsi_repro.typed import ProfileError
     from rsi_repro.io import DataError
