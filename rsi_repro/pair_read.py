@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from .io import atomic_write_text
+from .io import atomic_write_text, write_jsonl
+from .layout import pair_read_files
 
 # %% auto #0
 __all__ = ['CARD_SEED', 'LABELS', 'SHEET_COLUMNS', 'KEY_FORMAT', 'SCRIPTED', 'PairReadError', 'Candidate', 'pair_candidates',
@@ -268,11 +269,10 @@ def summarise(scored: Sequence[Mapping], key: Mapping) -> dict:
             'annotators': sorted({r['annotator'] for r in scored})}
 
 def write_results(scored: Sequence[Mapping], summary: Mapping, out_dir: str | Path, stem: str = 'pair_read') -> dict[str, Path]:
-    "Per-pair results (JSONL) and the summary (JSON), atomically."
-    from rsi_repro.io import write_jsonl
-    out = Path(out_dir)
-    return {'scored': write_jsonl(out / f"{stem}.scored.jsonl", scored),
-            'summary': atomic_write_text(out / f"{stem}.summary.json", json.dumps(summary, indent=1, ensure_ascii=False))}
+    "Per-pair results (JSONL) and the summary (JSON), atomically, where `rsi_repro.layout.pair_read_files` puts them."
+    paths = pair_read_files(out_dir, stem)
+    return {'scored': write_jsonl(paths['scored'], scored),
+            'summary': atomic_write_text(paths['summary'], json.dumps(summary, indent=1, ensure_ascii=False))}
 
 # %% ../nbs/50_pair_read.ipynb #c025
 SCRIPTED = 'scripted: prefer the answer that passes more checks, else the shorter'

@@ -12,16 +12,17 @@ from typing import Optional, Sequence
 
 from .config import Profile, Stage, fingerprint, load_profile
 from .typed import to_dict
-from .layout import MANIFEST, SEAL_FILE
+from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
+                              soup_parent_adapter)
 from .io import atomic_write_text, package_versions, sha256_file, sha256_files, sha256_json
 
 # %% auto #0
-__all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'STAGE_READS', 'KEY_SCHEME',
-           'MARKER', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest', 'StageFailed',
-           'StageResult', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths',
-           'library_modules', 'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'watch_reads',
-           'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder', 'restore_folder',
-           'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
+__all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER', 'WATCH_MARK',
+           'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest', 'StageFailed', 'StageResult', 'Reads',
+           'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths', 'library_modules',
+           'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'watch_reads', 'watch_spec',
+           'watch_source', 'read_marker', 'previous_dir', 'prepare_folder', 'restore_folder', 'finish_folder',
+           'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -67,24 +68,22 @@ def profile_sections() -> tuple[str, ...]:
     return tuple(f.name for f in fields(Profile) if f.name not in ALWAYS)
 
 SERVES = ('base', 'serving')                     # a stage that generates or trains
-SAFETY_SHEETS = '**/safety.*.adjudication.csv'   # a person's safety labels, one sheet per checkpoint identity
-BLIND_SHEETS = ('**/sheet.csv', '**/key.json')   # a pair read's blind sheet (a person's labels) and its key
 
 STAGE_READS: dict[str, Reads] = {
     'serve':       Reads((*SERVES, 'prompts')),
     'pools':       Reads(('pools',), data=('data/pools',)),
     'sft':         Reads(('sft', *SERVES, 'prompts')),
-    'dpo':         Reads(('dpo', *SERVES, 'prompts'), reuse=(PLANS, 'arms/*/adapter')),
+    'dpo':         Reads(('dpo', *SERVES, 'prompts'), reuse=(PLANS, (dpo_arm_dir('', '*') / ADAPTER).as_posix())),
     'repair':      Reads(('repair', *SERVES, 'prompts')),
-    'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, '*/adapter')),
+    'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, arm_adapter('', '*').as_posix())),
     'preregister': Reads(('promotion',), keep=(SEAL_FILE,)),
     'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds'), data=('data/prompts',),  # sft: math decontamination;
-                         keep=(SAFETY_SHEETS,), reuse=(PLANS, 'math_problems')),                    # the rest: each checkpoint's parent
+                         keep=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS)),                      # the rest: each checkpoint's parent
     'decide':      Reads(('promotion',)),
     'grid':        Reads(('rounds', 'pools')),
     'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds'), data=('data/prompts',), keep=BLIND_SHEETS),
     'soups':       Reads(('soups', 'evals', *SERVES, 'rounds'), data=('data/prompts',), keep=(SAFETY_SHEETS, *BLIND_SHEETS),
-                         reuse=(PLANS, 'parents/*/adapter')),
+                         reuse=(PLANS, soup_parent_adapter('', '*').as_posix())),
     'report':      Reads(('evals', 'sft', 'dpo', 'repair', 'rounds', 'pair_read', 'soups'), data=('nbs', 'data/claims', PROFILE_FILE)),
 }
 

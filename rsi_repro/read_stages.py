@@ -12,12 +12,13 @@ from .config import Lora, Optim, Profile, ReadSettings
 from .typed import ProfileError, from_dict
 from . import pair_read as pr
 from .evals import SINGLE_TURN_SETS
-from .layout import ADAPTER, READ_STAGES, generations_dir, resolve_checkpoint, result_paths
+from .layout import (BLIND_KEY, BLIND_SHEET, EVAL_STAGES, READ_STAGES, SOUP_TABLES, generations_dir, pair_read_files,
+                              resolve_checkpoint, result_paths, soup_parent_adapter, soups_eval_dir)
 from .stats import load_outcomes
 
 # %% auto #0
-__all__ = ['SHEET', 'KEY', 'answer_rows', 'run_read', 'who_read', 'read_tables', 'pair_read_stage', 'seed_parents',
-           'evaluate_adapter', 'soups_stage', 'report_tables']
+__all__ = ['answer_rows', 'run_read', 'who_read', 'read_tables', 'pair_read_stage', 'seed_parents', 'evaluate_adapter',
+           'soups_stage', 'report_tables']
 
 # %% ../nbs/52_read_stages.ipynb #c005
 def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> list[dict]:
@@ -44,8 +45,6 @@ def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> 
             for i, r in zip(rows['id'], rows['response'])]
 
 # %% ../nbs/52_read_stages.ipynb #c007
-SHEET, KEY = 'sheet.csv', 'key.json'
-
 def run_read(first: Sequence[Mapping],   # the first checkpoint's answer rows (`answer_rows`)
              second: Sequence[Mapping],  # the second checkpoint's
              names: tuple[str, str],     # (first, second)
@@ -56,20 +55,20 @@ def run_read(first: Sequence[Mapping],   # the first checkpoint's answer rows (`
     out = Path(out_dir)
     cands = pr.pair_candidates(first, second)
     sheet, key = pr.blind(pr.choose_pairs(cands, settings.n, settings.seed), names, settings.seed)
-    kept = pr.write_blind(sheet, key, out / SHEET, out / KEY)
-    rows = pr.read_sheet(out / SHEET)
+    kept = pr.write_blind(sheet, key, out / BLIND_SHEET, out / BLIND_KEY)
+    rows = pr.read_sheet(out / BLIND_SHEET)
     if settings.annotator == 'scripted':
         person = [r['pair'] for r in rows if r['annotator'] and r['annotator'] != pr.SCRIPTED]
-        if person: raise ValueError(f"{out / SHEET}: pairs {person[:5]} were labelled by a person; the scripted annotator will not overwrite them")
+        if person: raise ValueError(f"{out / BLIND_SHEET}: pairs {person[:5]} were labelled by a person; the scripted annotator will not overwrite them")
         rows = pr.scripted_annotate(rows)
-        pr.write_sheet(out / SHEET, rows)
-    base = {'first': names[0], 'second': names[1], 'sheet': str(out / SHEET), 'key': str(out / KEY), 'n': len(rows),
+        pr.write_sheet(out / BLIND_SHEET, rows)
+    base = {'first': names[0], 'second': names[1], 'sheet': str(out / BLIND_SHEET), 'key': str(out / BLIND_KEY), 'n': len(rows),
             'candidates': len(cands), 'discordant_candidates': sum(c.discordant for c in cands),
             'annotator': settings.annotator, 'resumed': kept}
     labelled = sum(bool(r['label'].strip()) for r in rows)
     if labelled < len(rows):
         return {**base, 'status': 'awaiting labels', 'labelled': labelled}
-    scored = pr.score(rows, pr.read_key(out / KEY), where=str(out / SHEET))
+    scored = pr.score(rows, pr.read_key(out / BLIND_KEY), where=str(out / BLIND_SHEET))
     summary = pr.summarise(scored, key)
     paths = pr.write_results(scored, summary, out)
     return {**base, 'status': 'scored', 'labelled': labelled, 'summary': summary, 'scored': scored,
@@ -94,7 +93,7 @@ def read_tables(result: Mapping) -> tuple['pd.DataFrame', 'pd.DataFrame']:
     return overall, fams
 
 # %% ../nbs/52_read_stages.ipynb #c010
-def pair_read_stage(profile: Profile, stage_dir: str | Path, eval_stage: str = 'eval') -> dict:
+def pair_read_stage(profile: Profile, stage_dir: str | Path, eval_stage: str = EVAL_STAGES[0]) -> dict:
     "The blinded read of `pair_read.first` against `pair_read.second` from the eval stage's answers."
     from rsi_repro.evaluate import Checkpoint
     cfg = profile.section('pair_read')
@@ -121,7 +120,7 @@ def seed_parents(profile: Profile, stage_dir: str | Path, report_to: Sequence[st
     ref = ModelRef.from_profile(profile)
     parents = {f"{cfg.stage}-s{ev['seed']}": Path(src)} if cfg.include_stage else {}
     for seed in cfg.seeds:
-        out = Path(stage_dir) / 'parents' / f"{cfg.stage}-s{seed}" / ADAPTER
+        out = soup_parent_adapter(stage_dir, f"{cfg.stage}-s{seed}")
         if not is_current(out, ev['dataset_path'], ev['warm_start'], lora, optim, ref, steps=ev['steps'], seed=seed, lr=ev['lr']):
             train_sft(ref, profile.base.architecture, ev['dataset_path'], lora, optim, out, tag=f"{cfg.stage}-seed{seed}",
                       warm_start=ev['warm_start'], steps=ev['steps'], lr=ev['lr'], seed=seed, report_to=list(report_to))
@@ -157,9 +156,9 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     made = make_soups(ref.base, parents, stage_dir / 'soups', cfg.methods, cfg.svd_rank, ref.revision, ref.dtype)
     for m, folder in made.items(): write_soup_evidence(folder, m, parents, ref.base, ref.revision)
     weights = soup_report(parents, made)
-    weights.to_csv(stage_dir / 'soup_weights.csv', index=False)
+    weights.to_csv(stage_dir / SOUP_TABLES['weights'], index=False)
     soup_names = {f"soup_{m}": f for m, f in made.items()}
-    evaluated = {name: evaluate_adapter(profile, name, f, stage_dir / 'eval', cfg.instruments)
+    evaluated = {name: evaluate_adapter(profile, name, f, soups_eval_dir(stage_dir), cfg.instruments)
                  for name, f in {**parents, **soup_names}.items()}
     results = {n: r for n, (r, _) in evaluated.items()}
     paired = []
@@ -173,10 +172,10 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     paired.to_csv(stage_dir / 'soups_vs_parents.csv', index=False)
     answers = {}
     for name, (_, ck) in evaluated.items():
-        answers[name] = pd.concat([pd.DataFrame(answer_rows(profile, ck, stage_dir / 'eval', inst))
+        answers[name] = pd.concat([pd.DataFrame(answer_rows(profile, ck, soups_eval_dir(stage_dir), inst))
                                    for inst in cfg.instruments if inst in SINGLE_TURN_SETS], ignore_index=True)
     degenerate = degeneracy(answers)
-    degenerate.to_csv(stage_dir / 'degeneracy.csv', index=False)
+    degenerate.to_csv(stage_dir / SOUP_TABLES['degeneracy'], index=False)
     read_insts = [i for i in cfg.read.instruments]
     reads = []
     for soup in soup_names:
@@ -188,7 +187,7 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
                           'soup_preferred': o.get(soup), 'tie': o.get('tie'), 'both_bad': o.get('both_bad'), 'p': o.get('p'),
                           'annotator': res['annotator'], 'sheet': res['sheet']})
     reads = pd.DataFrame(reads)
-    reads.to_csv(stage_dir / 'reads.csv', index=False)
+    reads.to_csv(stage_dir / SOUP_TABLES['reads'], index=False)
     return {'parents': parents, 'soups': made, 'weights': weights, 'results': results, 'paired': paired,
             'degeneracy': degenerate, 'reads': reads}
 
@@ -197,16 +196,15 @@ def report_tables(run_dir: str | Path, pair_read_stage: str = READ_STAGES[0], so
     "{title: table or line} of the pair-read and soups stages' results in `run_dir`."
     import pandas as pd
     run_dir, out = Path(run_dir), {}
-    summary = run_dir / pair_read_stage / 'pair_read.summary.json'
+    summary = pair_read_files(run_dir / pair_read_stage)['summary']
     if summary.exists():
         s = json.loads(summary.read_text())
         who = 'SCRIPTED READ (a documented rule, not a person)' if s['annotators'] == [pr.SCRIPTED] else f"read by {', '.join(s['annotators'])}"
         overall, fams = read_tables({'summary': s})
         out[f"Blinded pair read: {s['first']} vs {s['second']}, {who}"] = overall
-    elif (run_dir / pair_read_stage / SHEET).exists():
-        out['Blinded pair read'] = f"awaiting labels: {run_dir / pair_read_stage / SHEET}"
-    for title, f in (("Soups: rank and distance from the parents' mean ΔW", 'soup_weights.csv'),
-                     ('Soups: degenerate answers', 'degeneracy.csv'),
-                     ('Soups against each parent, read blind', 'reads.csv')):
-        if (run_dir / soups_stage / f).exists(): out[title] = pd.read_csv(run_dir / soups_stage / f)
+    elif (run_dir / pair_read_stage / BLIND_SHEET).exists():
+        out['Blinded pair read'] = f"awaiting labels: {run_dir / pair_read_stage / BLIND_SHEET}"
+    for title, table in (("Soups: rank and distance from the parents' mean ΔW", 'weights'),
+                         ('Soups: degenerate answers', 'degeneracy'), ('Soups against each parent, read blind', 'reads')):
+        if (f := run_dir / soups_stage / SOUP_TABLES[table]).exists(): out[title] = pd.read_csv(f)
     return out

@@ -14,7 +14,7 @@ from .config import Profile
 from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
-from .layout import (ADAPTER, DECISION_FILE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
+from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
                               pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
 from .pools import read_pool
 from .stats import load_outcomes
@@ -265,7 +265,7 @@ def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
     return {'pools': built, 'summary': summary, 'sha256': hashes, 'second_constraints': second}
 
 def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
-                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = 'eval'):
+                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0]):
     "Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json."
     from rsi_repro.preregister import decide
     rule = profile.section('promotion')             # read once, when the profile loaded
@@ -280,7 +280,7 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
             'paired': paired}
 
 def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, incumbent_outcomes: dict,
-                       candidate_outcomes: dict, eval_stage: str = 'eval') -> 'pd.DataFrame':
+                       candidate_outcomes: dict, eval_stage: str = EVAL_STAGES[0]) -> 'pd.DataFrame':
     "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
     from rsi_repro.evaluate import INSTRUMENTS
     from rsi_repro.paired import paired_read, write_paired_read
