@@ -11,7 +11,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from .config import Profile, Stage
 from .io import iter_jsonl
-from .layout import EVAL_STAGES, math_dir
+from .layout import EVAL_STAGES, EVIDENCE, math_dir
 
 # %% auto #0
 __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
@@ -174,7 +174,7 @@ def run_lengths(run_dir: str | Path) -> dict[str, Length]:
             if not isinstance(n, int): raise EstimateError(f"{shard}:{lineno}: no integer new_tokens")
             s = gen.setdefault(key, [0, 0]); s[0] += 1; s[1] += n
     train: dict[str, dict] = {}
-    for f in sorted(run_dir.rglob('training_evidence.json')):
+    for f in sorted(run_dir.rglob(EVIDENCE)):
         ev = json.loads(f.read_text())
         unit = _train_unit(ev)
         if unit is None: continue    # a soup, or evidence without training

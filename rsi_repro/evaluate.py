@@ -16,7 +16,7 @@ from .constraints import check_all
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
 from .generate import BACKENDS, Decode, ModelRef, base_identity, generate, load_tokenizer
 from .io import atomic_write_text, library_sha256, sha256_file, sha256_json, write_jsonl
-from .layout import adjudication_sheet, generations_dir, math_dir, pool_path, resolve_checkpoint, result_paths
+from .layout import EVIDENCE, adjudication_sheet, generations_dir, math_dir, pool_path, resolve_checkpoint, result_paths
 from .stats import load_outcomes
 from .typed import ProfileError, to_dict
 from .instruments.chat import score_code, score_multi_turn, score_open_chat
@@ -68,7 +68,7 @@ def checkpoint_identity(ref: ModelRef) -> str:
     parts = [base_identity(ref.base, ref.revision), ref.dtype]
     if ref.adapter:
         folder = Path(ref.adapter)
-        evidence = folder / 'training_evidence.json'
+        evidence = folder / EVIDENCE
         files = [evidence] if evidence.exists() else sorted(folder.glob('adapter_model.*'))
         if not files: raise FileNotFoundError(f"{folder}: neither training_evidence.json nor adapter weights to identify the adapter by")
         parts += [f.name + ':' + sha256_file(f) for f in files]

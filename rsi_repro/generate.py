@@ -12,6 +12,7 @@ from typing import Callable, Optional, Sequence
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
 from .config import VLLM_LORA_RANKS, Serving
 from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_json, write_jsonl
+from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
@@ -114,7 +115,7 @@ def adapter_identity(adapter: str | Path | None) -> str | None:
     adapter = Path(adapter)
     from rsi_repro.io import sha256_file
     parts = [sha256_file(adapter / 'adapter_config.json')]
-    ev = adapter / 'training_evidence.json'
+    ev = adapter / EVIDENCE
     if ev.exists(): parts.append(sha256_file(ev))
     else: parts += [sha256_file(w) for w in sorted(adapter.glob('adapter_model*'))]
     return sha256_json(parts)
@@ -124,7 +125,7 @@ def check_adapter_base(adapter: str | Path, base: str, revision: str | None = No
     adapter = Path(adapter)
     if not (adapter / 'adapter_config.json').exists(): raise FileNotFoundError(f"{adapter}: no adapter_config.json: not a PEFT adapter folder")
     want = base_identity(base, revision)
-    evidence = adapter / 'training_evidence.json'
+    evidence = adapter / EVIDENCE
     if evidence.exists():
         got = json.loads(evidence.read_text()).get('base_identity')
         if got and got != want:

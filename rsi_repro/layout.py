@@ -10,9 +10,9 @@ from typing import Optional, Sequence
 from .config import Profile
 
 # %% auto #0
-__all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'ADAPTER', 'POOLS_STAGE', 'PREREGISTER_STAGE', 'EVAL_STAGES', 'DECIDE_STAGE',
-           'GRID_STAGE', 'READ_STAGES', 'MATH_PROBLEMS', 'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS',
-           'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path', 'seal_path', 'decision_path',
+__all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE', 'PREREGISTER_STAGE', 'EVAL_STAGES',
+           'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'MATH_PROBLEMS', 'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES',
+           'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path', 'seal_path', 'decision_path',
            'grid_table_path', 'stage_adapter', 'rounds_dir', 'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter',
            'soups_eval_dir', 'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of',
            'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet', 'pair_read_files']
@@ -22,6 +22,7 @@ MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_re
 SEAL_FILE = 'promotion.seal.json'       # the sealed promotion rule (rsi_repro.preregister)
 DECISION_FILE = 'decision.json'         # the sealed rule's verdict (the decide stage)
 ADAPTER = 'adapter'                     # the folder a training stage (or an arm) ships its adapter in
+EVIDENCE = 'training_evidence.json'     # beside every adapter: how it was trained, on what (rsi_repro.train)
 POOLS_STAGE = 'pools'                   # the stage that writes the run's pools
 PREREGISTER_STAGE = 'preregister'       # the stage that seals the promotion rule
 EVAL_STAGES = ('eval', 'eval_arms')     # evaluation stages, searched in this order for a checkpoint's outcomes

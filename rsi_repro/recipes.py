@@ -14,7 +14,7 @@ from .config import Profile
 from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
-from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
+from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
                               pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
 from .pools import read_pool
 from .stats import load_outcomes
@@ -212,7 +212,7 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     out = arm_adapter(stage_dir, arm.name)
     if is_current(out, mix, str(warm) if warm else None, r.lora, r.optim, ModelRef.from_profile(profile),
                   steps=arm.steps, seed=arm.seed, lr=arm.lr or r.optim.lr):
-        return json.loads((out / 'training_evidence.json').read_text())
+        return json.loads((out / EVIDENCE).read_text())
     return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
 
@@ -246,7 +246,7 @@ def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[st
 def _evidence_of(adapter: Path, mix_path: str | Path) -> dict | None:
     "The evidence of an adapter trained earlier on this very mix (None: no adapter, or one trained on another mix)."
     from rsi_repro.io import sha256_file
-    path = Path(adapter) / 'training_evidence.json'
+    path = Path(adapter) / EVIDENCE
     ev = json.loads(path.read_text()) if path.exists() else None
     return ev if ev and ev.get('dataset_sha256') == sha256_file(mix_path) else None
 

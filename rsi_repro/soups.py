@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .io import atomic_write_text, package_versions, sha256_file
+from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors',
@@ -139,7 +140,7 @@ def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, s
     from rsi_repro.generate import adapter_identity, base_identity
     folder = Path(folder)
     cfg = json.loads((folder / 'adapter_config.json').read_text())
-    pev = {n: (json.loads((Path(p) / 'training_evidence.json').read_text()) if (Path(p) / 'training_evidence.json').exists() else {})
+    pev = {n: (json.loads((Path(p) / EVIDENCE).read_text()) if (Path(p) / EVIDENCE).exists() else {})
            for n, p in parents.items()}
     datasets = {(e.get('dataset_path'), e.get('dataset_sha256')) for e in pev.values()}
     shared = next(iter(datasets)) if len(datasets) == 1 else (None, None)
@@ -152,7 +153,7 @@ def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, s
           'steps': 0, 'r': cfg['r'], 'alpha': cfg['lora_alpha'], 'dataset_path': shared[0], 'dataset_sha256': shared[1],
           'training_tokens': 0, 'supervised_tokens': 0, 'gpu_count': 0, 'gpu_hours': 0.0,
           'adapter_sha256': sha256_file(folder / 'adapter_model.safetensors'), 'versions': package_versions(SOUP_PACKAGES), **(extra or {})}
-    atomic_write_text(folder / 'training_evidence.json', json.dumps(ev, indent=1))
+    atomic_write_text(folder / EVIDENCE, json.dumps(ev, indent=1))
     return ev
 
 # %% ../nbs/51_soups.ipynb #c013

@@ -13,6 +13,7 @@ from .chat import write_chat_template
 from .config import Lora, Optim
 from .generate import ModelRef, base_identity, check_adapter_base, load_tokenizer
 from .io import atomic_write_text, sha256_file
+from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'lora_targets', 'lora_config',
@@ -157,7 +158,7 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
                 'precision': 'bf16' if (optim.bf16 and gpus) else 'fp32',   # bf16 is asked for GPUs; a CPU run trains in fp32
                 'lora_settings': to_dict(lora), 'optim_settings': to_dict(optim),
                 'gpu_count': gpus, 'gpu_hours': round(gpus * wall_seconds / 3600, 4), 'versions': package_versions(), **(extra or {})}
-    atomic_write_text(Path(adapter_dir) / 'training_evidence.json', json.dumps(evidence, indent=1))
+    atomic_write_text(Path(adapter_dir) / EVIDENCE, json.dumps(evidence, indent=1))
     return evidence
 
 def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: str | None, lora: Lora, optim: Optim,
@@ -165,7 +166,7 @@ def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: st
     "True when `adapter_dir` holds an adapter trained on this very dataset file, base and warm start, with exactly these settings."
     from rsi_repro.typed import to_dict
     from rsi_repro.generate import adapter_identity
-    ev_path = Path(adapter_dir) / 'training_evidence.json'
+    ev_path = Path(adapter_dir) / EVIDENCE
     if not ev_path.exists() or not Path(dataset_path).exists(): return False
     ev = json.loads(ev_path.read_text())
     return (ev.get('dataset_sha256') == sha256_file(dataset_path) and ev.get('warm_start_identity') == adapter_identity(warm_start)
@@ -175,7 +176,7 @@ def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: st
 
 def read_evidence(adapter_dir: str | Path) -> dict:
     "The evidence beside an adapter, checking that the dataset it names still hashes to what it records."
-    ev = json.loads((Path(adapter_dir) / 'training_evidence.json').read_text())
+    ev = json.loads((Path(adapter_dir) / EVIDENCE).read_text())
     if Path(ev['dataset_path']).exists() and sha256_file(ev['dataset_path']) != ev['dataset_sha256']:
         raise ValueError(f"{adapter_dir}: {ev['dataset_path']} no longer hashes to the dataset_sha256 the adapter was trained on")
     return ev
