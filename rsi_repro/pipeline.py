@@ -264,11 +264,12 @@ def watch_reads(spec):
         msg = f"stage '{spec['stage']}' {what}{', which its cache key does not cover' if uncovered else ''}: {fix}"
         note(spec['refusals'], msg)
         raise UndeclaredRead(msg)
+    accessor = config.Profile.section.__code__       # `profile.section(name)`: the read is where it is called
     def where(frame):
         while frame is not None:
             name = frame.f_code.co_filename
             if 'ipykernel' in name or name.startswith('<ipython-input'): return f"a cell of {spec['notebook']}"
-            if 'rsi_repro' in name: return f"{os.path.basename(name)}:{frame.f_lineno} in {frame.f_code.co_name}"
+            if 'rsi_repro' in name and frame.f_code is not accessor: return f"{os.path.basename(name)}:{frame.f_lineno} in {frame.f_code.co_name}"
             frame = frame.f_back
         return 'a place outside rsi_repro'
     loading = config.load_profile.__code__
