@@ -2,6 +2,18 @@
 
     python benchmarks/generation.py                       # CPU, the tiny base
     python benchmarks/generation.py --model random-1b     # GPU, a ~1B-parameter random-initialised Llama
+    python benchmarks/generation.py --shape qwen3-moe-30b-a3b --backends hf vllm vllm-not-invariant --out F   # GPU, the card's shapes
+
+With --shape (a model shape of `benchmarks/shapes.py`, random weights, bf16), the library's two backends are timed one
+after the other in one run, on the same prompts (--batches of --prompt-tokens random token ids) and the same budget
+(--new-tokens each; no stop tokens, so every row generates all of them):
+  hf                  rsi_repro.generate's HFBackend (transformers `generate`, batches of the whole --batches size)
+  vllm                rsi_repro.generate's VLLMBackend: `vllm.LLM` built by `vllm_engine_args` from the nemotron profile's
+                      serving.vllm settings (batch_invariant included), `load_format='dummy'` (random weights, no checkpoint)
+  vllm-not-invariant  the same with batch_invariant off: what the profile's batch invariance costs
+Each vLLM variant runs in its own process (an engine keeps its GPU memory until its process ends), after the HF model is freed.
+Each batch size runs --repeats times in one vLLM engine, the last run the rate (the first pays for compiles and warm-up);
+HF compiles nothing, so after one untimed short batch each size runs once. A backend's runs are kept as they finish.
 
 Three ways of decoding the same prompts greedily to the same token budget:
   plain-b1      model.generate one prompt at a time (what a first script does)
@@ -9,7 +21,7 @@ Three ways of decoding the same prompts greedily to the same token budget:
   rsi_repro     rsi_repro.generate: same batch size, prompts sorted by length, shards written as it goes
 Output tokens count the new tokens each row really produced (up to and including its stop token).
 """
-import argparse, json, platform, sys, tempfile, time
+import argparse, json, os, platform, sys, tempfile, time
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,8 +65,150 @@ def plain(model, tok, rendered, max_new, batch, stops):
     return n_out
 
 
+SHAPE_BACKENDS = ('hf', 'vllm', 'vllm-not-invariant')
+
+
+def shape_folder(shape: str, work: Path) -> tuple[str, Path]:
+    "The shape's config (with a KV cache, no end-of-sequence id: every row runs to its budget) in a folder vLLM can load."
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    from shapes import build_config
+    tok = load_tokenizer(ModelRef(str(ROOT / 'data/tiny_base')))
+    arch, config = build_config(shape, tok, use_cache=True)
+    config.eos_token_id = None
+    folder = work / shape; folder.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(folder)
+    return arch, folder
+
+
+def shape_prompts(n: int, length: int, vocab: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(100, vocab - 100, (length,), generator=g).tolist() for _ in range(n)]
+
+
+def shape_serving(a):
+    "The nemotron profile's serving settings, with this benchmark's lengths and the batch each run uses."
+    from rsi_repro.config import load_profile
+    serving = load_profile(ROOT / 'configs/nemotron.yaml').serving
+    vllm = replace(serving.vllm, batch_invariant=serving.vllm.batch_invariant and a.backend != 'vllm-not-invariant')
+    return replace(serving, max_input_tokens=a.prompt_tokens, max_new_tokens=a.new_tokens, batch_size=max(a.batches), vllm=vllm)
+
+
+def time_backend(backend, prompts, a, repeats, on_run) -> list[dict]:
+    from rsi_repro.generate import Decode
+    decode = Decode(temperature=0.0, top_p=1.0, max_new_tokens=a.new_tokens)
+    runs = []
+    for bs in a.batches:
+        for rep in range(repeats):
+            if torch.cuda.is_available(): torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            out = backend.generate(prompts[:bs], decode, seed=0)
+            if torch.cuda.is_available(): torch.cuda.synchronize()
+            dt = time.perf_counter() - t0
+            n = sum(len(c.token_ids) for c in out)
+            runs.append({'batch': bs, 'repeat': rep, 'output_tokens': n, 'seconds': round(dt, 2), 'output_tokens_per_s': round(n / dt, 1)})
+            print(f"{a.backend} batch {bs} run {rep}: {n} tokens in {dt:.2f} s = {n / dt:.1f} tok/s", flush=True)
+            on_run(runs)
+    return runs
+
+
+def run_backend(a) -> dict:
+    "One backend on the shape, in this process."
+    from types import SimpleNamespace
+    from rsi_repro.generate import VLLMBackend, vllm_engine_args
+    arch, folder = shape_folder(a.shape, Path(tempfile.gettempdir()) / 'rsi_gen_speed')
+    serving = shape_serving(a)
+    prompts = shape_prompts(max(a.batches), a.prompt_tokens, shape_vocab(a.shape))
+    t0 = time.perf_counter()
+    if a.backend == 'hf':
+        sys.path.insert(0, str(ROOT / 'benchmarks'))
+        from transformers import AutoConfig, AutoModelForCausalLM
+        config = AutoConfig.from_pretrained(folder)
+        torch.manual_seed(0)
+        with torch.device('cuda' if torch.cuda.is_available() else 'cpu'):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16 if torch.cuda.is_available() else torch.float32).eval()
+        model.generation_config.eos_token_id = None
+        backend = HFBackend.__new__(HFBackend)     # the library's backend with the random model in place of a checkpoint
+        backend.serving, backend.model, backend.tokenizer = serving, model, SimpleNamespace(pad_token_id=config.pad_token_id or 0)
+        backend.stops = []
+        engine = {'attention': getattr(model.config, '_attn_implementation', None)}
+    else:
+        if serving.vllm.batch_invariant: os.environ['VLLM_BATCH_INVARIANT'] = '1'    # as VLLMBackend.__init__ sets it
+        from vllm import LLM
+        backend = VLLMBackend.__new__(VLLMBackend)   # VLLMBackend.__init__ without the tokenizer a random model has none of
+        backend.serving, backend.lora, backend.stops = serving, None, []
+        kw = vllm_engine_args(ModelRef(str(folder), dtype='bfloat16'), serving)
+        backend.llm = LLM(**kw, load_format='dummy', skip_tokenizer_init=True, seed=0)
+        engine = {'engine_args': {k: v for k, v in kw.items() if k != 'model'}, 'load_format': 'dummy',
+                  'VLLM_BATCH_INVARIANT': os.environ.get('VLLM_BATCH_INVARIANT')}
+    repeats = a.repeats
+    if a.backend == 'hf':      # transformers compiles nothing: one untimed short batch warms it, then one run per batch size
+        from rsi_repro.generate import Decode
+        backend.generate(prompts[:8], Decode(temperature=0.0, top_p=1.0, max_new_tokens=8), seed=0); repeats = 1
+    build = time.perf_counter() - t0
+    def record(runs):          # after every run, so a backend stopped by --backend-timeout keeps what it measured
+        free, total = torch.cuda.mem_get_info() if torch.cuda.is_available() else (0, 0)
+        res = {'backend': a.backend, 'architecture': arch, 'build_seconds': round(build, 1), **engine, 'runs': runs,
+               'rate': {str(bs): [r for r in runs if r['batch'] == bs][-1]['output_tokens_per_s'] for bs in a.batches
+                        if any(r['batch'] == bs for r in runs)},
+               'peak_gib': round(torch.cuda.max_memory_allocated() / 2**30, 1) if torch.cuda.is_available() and a.backend == 'hf' else None,
+               'device_used_gib_after': round((total - free) / 2**30, 1) if total else None}
+        Path(a.child_out).write_text(json.dumps(res, indent=1))
+        return res
+    return record(time_backend(backend, prompts, a, repeats, record))
+
+
+def shape_vocab(shape):
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    from shapes import SHAPES
+    return SHAPES[shape][1]['vocab_size']
+
+
+def shape_versions() -> dict:
+    import transformers
+    out = {'torch': torch.__version__, 'transformers': transformers.__version__, 'python': platform.python_version()}
+    for name in ('vllm', 'mamba_ssm', 'causal_conv1d'):
+        try: out[name] = __import__(name).__version__
+        except Exception as e: out[name] = f'not installed ({type(e).__name__})'
+    return out
+
+
+def main_shape(a):
+    "Every --backends entry on --shape, each in a child process, merged into --out as each finishes."
+    import subprocess
+    out = Path(a.out)
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    doc['meta'] = {'shape': a.shape, 'date': time.strftime('%Y-%m-%d'), 'argv': sys.argv, 'prompt_tokens': a.prompt_tokens,
+                   'new_tokens': a.new_tokens, 'batches': a.batches, 'repeats': a.repeats, 'versions': shape_versions(),
+                   'device': torch.cuda.get_device_name() if torch.cuda.is_available() else 'cpu'}
+    doc.setdefault('backends', {})
+    for b in a.backends:
+        child = Path(tempfile.mkdtemp()) / 'result.json'
+        cmd = [sys.executable, __file__, '--shape', a.shape, '--backend', b, '--child-out', str(child), '--prompt-tokens', str(a.prompt_tokens),
+               '--new-tokens', str(a.new_tokens), '--repeats', str(a.repeats), '--batches', *map(str, a.batches)]
+        t0 = time.perf_counter()
+        try: status = subprocess.run(cmd, timeout=a.backend_timeout or None).returncode
+        except subprocess.TimeoutExpired: status = f'stopped after --backend-timeout {a.backend_timeout} s'
+        res = json.loads(child.read_text()) if child.exists() else {'backend': b, 'error': f'no result (exit status {status})'}
+        if status != 0: res['exit'] = status
+        res['wall_seconds'] = round(time.perf_counter() - t0, 1)
+        doc['backends'][b] = res
+        out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(doc, indent=1))
+    print(f"\n{a.shape}: output tokens/s, {a.prompt_tokens}-token prompts, {a.new_tokens} new tokens (last run of {a.repeats})")
+    print(f"{'backend':<20} " + ' '.join(f"{'batch ' + str(bs):>11}" for bs in a.batches) + f" {'build s':>8}")
+    for b, r in doc['backends'].items():
+        if 'error' in r: print(f"{b:<20} {r['error'][:80]}"); continue
+        print(f"{b:<20} " + ' '.join(f"{r['rate'].get(str(bs), float('nan')):>11,.1f}" for bs in a.batches) + f" {r['build_seconds']:>8}")
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument('--shape', default=None, help='a shape of benchmarks/shapes.py: time the library\'s backends on it (GPU)')
+    ap.add_argument('--backends', nargs='+', default=list(SHAPE_BACKENDS), choices=SHAPE_BACKENDS)
+    ap.add_argument('--backend', default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--child-out', default=None, help=argparse.SUPPRESS)
+    ap.add_argument('--batches', type=int, nargs='+', default=[64, 256])
+    ap.add_argument('--prompt-tokens', type=int, default=200); ap.add_argument('--new-tokens', type=int, default=128)
+    ap.add_argument('--backend-timeout', type=int, default=0, help='seconds one backend may take (0: no limit)')
     ap.add_argument('--model', default='tiny', choices=['tiny', 'random-1b'])
     ap.add_argument('--n', type=int, default=96)
     ap.add_argument('--max-new-tokens', type=int, default=64)
@@ -62,6 +216,9 @@ def main():
     ap.add_argument('--repeats', type=int, default=2, help='each method runs this many times, interleaved; the best time is reported')
     ap.add_argument('--out', default=str(ROOT / 'benchmarks/results/generation.json'))
     a = ap.parse_args()
+    if a.shape and a.backend:
+        run_backend(a); return
+    if a.shape: return main_shape(a)
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     ref = ModelRef(str(ROOT / 'data/tiny_base'), dtype='float32' if a.model == 'tiny' else 'bfloat16')
     serving = Serving(max_new_tokens=a.max_new_tokens, max_input_tokens=1024, batch_size=a.batch, shard_size=a.batch * 4)

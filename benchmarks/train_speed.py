@@ -24,8 +24,8 @@ tokens/s counts real (non-pad) tokens. Prints a table; writes JSON (--out), merg
 The file's `summary` holds one row per measurement, rebuilt from its `runs` on every write, and its `rates` section
 the rates `rsi-repro estimate` reads by key: `train.sft.<shape>` for each measured shape, the library's own rate (the
 last `ours` row of that shape; a later run of the library supersedes an earlier one), keyed by the shape names the
-estimate gives the bases (`ESTIMATE_SHAPES`). These are SFT-shaped rates (one forward and backward per row); DPO is
-not measured here, so no `train.dpo` rate is written. `--rates-only` rewrites `summary` and `rates` of an existing
+estimate gives the bases (`ESTIMATE_SHAPES`), and `train.dpo.<shape>` from the last `ours-dpo` row: `train_dpo` with the
+nemotron profile's dpo settings on synthetic preference pairs (`ours-dpo-MxG[-ckpt]` tries another split). `--rates-only` rewrites `summary` and `rates` of an existing
 file from its runs without measuring anything:
 
     python benchmarks/train_speed.py --rates-only --out benchmarks/results/train_speed.json
@@ -35,37 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / 'benchmarks'))
+from shapes import ESTIMATE_SHAPES, SHAPE_WORDS, SHAPES, build_config  # noqa: E402
 
-QWEN3_MOE_30B_A3B = {'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'hidden_size': 2048, 'intermediate_size': 6144,
-                     'moe_intermediate_size': 768, 'num_hidden_layers': 48, 'num_attention_heads': 32, 'num_key_value_heads': 4,
-                     'head_dim': 128, 'num_experts': 128, 'num_experts_per_tok': 8, 'norm_topk_prob': True, 'decoder_sparse_step': 1,
-                     'mlp_only_layers': [], 'vocab_size': 151936, 'max_position_embeddings': 40960, 'rope_theta': 1000000.0,
-                     'rms_norm_eps': 1e-06, 'hidden_act': 'silu', 'tie_word_embeddings': False, 'attention_bias': False,
-                     'bos_token_id': 151643, 'eos_token_id': 151645, 'torch_dtype': 'bfloat16', 'use_cache': False}
-# M = Mamba-2, E = MoE, * = attention: 23 + 23 + 6 = 52 layers, 31.6 B parameters
-NEMOTRON_H_PATTERN = 'MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME'
-NEMOTRON_H_30B_A3B = {'model_type': 'nemotron_h', 'hidden_size': 2688, 'vocab_size': 131072,
-                      'layers_block_type': [{'M': 'mamba', 'E': 'moe', '*': 'attention'}[c] for c in NEMOTRON_H_PATTERN],
-                      'num_attention_heads': 32, 'num_key_value_heads': 2, 'head_dim': 128, 'mamba_num_heads': 64, 'mamba_head_dim': 64,
-                      'ssm_state_size': 128, 'n_groups': 8, 'conv_kernel': 4, 'chunk_size': 128, 'n_routed_experts': 128,
-                      'num_experts_per_tok': 6, 'moe_intermediate_size': 1856, 'moe_shared_expert_intermediate_size': 3712,
-                      'n_shared_experts': 1, 'intermediate_size': 3712, 'max_position_embeddings': 8192, 'use_cache': False}
-# small shapes of the same kinds: a smoke test of this script (CPU or GPU) before the large ones
-TINY_QWEN3_MOE = {**QWEN3_MOE_30B_A3B, 'hidden_size': 128, 'moe_intermediate_size': 64, 'num_hidden_layers': 2, 'num_attention_heads': 4,
-                  'num_key_value_heads': 2, 'head_dim': 32, 'num_experts': 8, 'num_experts_per_tok': 2, 'vocab_size': 4096}
-TINY_NEMOTRON_H = {**NEMOTRON_H_30B_A3B, 'hidden_size': 256, 'vocab_size': 4096, 'layers_block_type': ['mamba', 'moe', 'attention', 'mamba'],
-                   'num_attention_heads': 8, 'num_key_value_heads': 2, 'head_dim': 32, 'mamba_num_heads': 8, 'mamba_head_dim': 64,
-                   'ssm_state_size': 64, 'n_groups': 2, 'chunk_size': 64, 'n_routed_experts': 8, 'num_experts_per_tok': 2,
-                   'moe_intermediate_size': 128, 'moe_shared_expert_intermediate_size': 256, 'intermediate_size': 256}
-SHAPES = {'qwen3-moe-30b-a3b': ('qwen3_moe', QWEN3_MOE_30B_A3B), 'nemotron-h-31b': ('nemotron_h', NEMOTRON_H_30B_A3B),
-          'tiny-qwen3-moe': ('qwen3_moe', TINY_QWEN3_MOE), 'tiny-nemotron-h': ('nemotron_h', TINY_NEMOTRON_H)}
-# The shape names rate keys use (rsi_repro.estimate.shape_of: architecture and size from a base's name, so the nemotron
-# profile's NVIDIA-Nemotron-3.5-Lightning-30B-A3B base asks for 'nemotron_h-30b-a3b'), and what each shape is, in words.
-# The tiny shapes price nothing.
-ESTIMATE_SHAPES = {'qwen3-moe-30b-a3b': 'qwen3_moe-30b-a3b', 'nemotron-h-31b': 'nemotron_h-30b-a3b'}
-SHAPE_WORDS = {'qwen3-moe-30b-a3b': 'the Qwen3-MoE 30B-A3B config (48 layers, 128 experts top-8, 30.5 B parameters)',
-               'nemotron-h-31b': 'the Nemotron-H 30B-A3B layout (52 layers: 23 Mamba-2, 23 MoE with 128 experts top-6, 6 attention; '
-                                 '31.6 B parameters)'}
 
 def device():
     import torch
@@ -75,16 +47,6 @@ def device():
 def sync():
     import torch
     if torch.cuda.is_available(): torch.cuda.synchronize()
-
-
-def build_config(shape: str, tok):
-    from transformers import AutoConfig
-    arch, cfg = SHAPES[shape]
-    cfg = dict(cfg)
-    model_type = cfg.pop('model_type'); cfg.pop('architectures', None)
-    cfg.update(pad_token_id=tok.pad_token_id)
-    if arch == 'nemotron_h': cfg.update(eos_token_id=tok.eos_token_id, bos_token_id=None)
-    return arch, AutoConfig.for_model(model_type, **cfg)
 
 
 def random_model(config):
@@ -275,6 +237,49 @@ def kernel_check(arch):
     return out
 
 
+def synthetic_pairs(path: Path, n: int, seed: int, tok, prompt=150, chosen=300, rejected=250, sigma=0.23):
+    """Preference pairs in the stage's format (conversational prompt, chosen, rejected), texts decoded from random token ids
+    of log-normal lengths with these means: of the order of ultrafeedback's pairs, not measured on them."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    def text(mean):
+        L = int(np.clip(rng.lognormal(math.log(mean) - sigma ** 2 / 2, sigma), 16, 1500))
+        return tok.decode(rng.integers(2, 2000, L).tolist(), skip_special_tokens=True)
+    rows = [{'prompt': [{'role': 'user', 'content': text(prompt)}], 'chosen': [{'role': 'assistant', 'content': text(chosen)}],
+             'rejected': [{'role': 'assistant', 'content': text(rejected)}]} for _ in range(n)]
+    path.write_text(''.join(json.dumps(r) + '\n' for r in rows))
+    return {'pairs': n, 'mean_tokens_asked': {'prompt': prompt, 'chosen': chosen, 'rejected': rejected}}
+
+
+def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
+    """The library's own train_dpo as the dpo stage calls it, with the nemotron profile's dpo settings (LoRA, split,
+    checkpointing, seq_len, beta of its first grid arm, NLL weight); `split` (M, G, ckpt) replaces the profile's split."""
+    from dataclasses import replace
+    from rsi_repro.config import load_profile
+    from rsi_repro.generate import ModelRef
+    from rsi_repro.train import train_dpo
+    cfg = load_profile(ROOT / 'configs/nemotron.yaml').dpo
+    optim = replace(cfg.optim, steps=steps, epochs=None, seed=seed)
+    if split: optim = replace(optim, micro_batch=split[0], grad_accum=split[1], activation_checkpointing=split[2])
+    out_dir = Path('/tmp/rsi_train_speed') / f'dpo_{arch}'
+    free(); t0 = time.perf_counter()
+    with patched_loading(folder, config):
+        ev = train_dpo(ModelRef(str(folder), dtype='bfloat16' if device() == 'cuda' else 'float32'), arch, pairs, cfg.lora, optim, out_dir,
+                       tag='speed', beta=cfg.grid[0].beta, nll_weight=cfg.nll_weight, report_to=[])
+    total = time.perf_counter() - t0
+    log = [x for x in json.loads((out_dir / 'log_history.json').read_text()) if 'loss' in x]
+    cum = [x['num_tokens'] for x in log]
+    res = {'stage': 'dpo', 'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
+           'settings': {'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'bf16': optim.bf16,
+                        'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len},
+           'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': cfg.grid[0].beta, 'nll_weight': cfg.nll_weight,
+           'step_seconds': ev['step_seconds'], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
+           'training_tokens': ev['training_tokens'], 'padded_tokens': ev['padded_tokens'], 'wall_seconds_with_save': round(total, 1),
+           'losses': [round(x['loss'], 4) for x in log], **peak()}
+    free()
+    return res
+
+
 def rate(res):
     "Real tokens per second over the timed steps: all but the first (warm-up) and a profiled one."
     skip = {0, res.get('profiled_step', -1)}
@@ -291,26 +296,30 @@ def summarise(doc) -> list[dict]:
         kernels = s['architecture'] == 'nemotron_h' and not str(m['versions'].get('mamba_ssm', '')).startswith('not installed')
         for r in run['results']:
             if r['variant'] == 'kernel-check' or 'error' in r or r.get('tokens_per_s') is None: continue
-            out.append({'shape': s['name'], 'architecture': s['architecture'], 'variant': r['variant'], 'library': r['variant'] == 'ours',
-                        'note': m.get('note', ''), 'mamba_kernels': kernels, 'tokens_per_s': r['tokens_per_s'],
-                        'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
+            stage = r.get('stage', 'sft')
+            out.append({'shape': s['name'], 'architecture': s['architecture'], 'stage': stage, 'variant': r['variant'],
+                        'library': r['variant'] in ('ours', 'ours-dpo'), 'note': m.get('note', ''), 'mamba_kernels': kernels,
+                        'tokens_per_s': r['tokens_per_s'], 'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
                         'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r['padding_fraction'],
-                        'peak_gib': r['peak_gib'], 'settings': r.get('settings'), 'lora_r': s['lora']['r'],
-                        'effective_batch': s['effective_batch'], 'mean_row_tokens': s['mean_row_tokens'], 'date': m['date'],
-                        'device': m['device']})
+                        'peak_gib': r['peak_gib'], 'settings': r.get('settings'), 'lora_r': r.get('lora', s['lora'])['r'],
+                        'effective_batch': r['micro_batch'] * r['grad_accum'] if stage == 'dpo' else s['effective_batch'],
+                        'mean_row_tokens': (round(r['training_tokens'] / (len(r['step_seconds']) * r['micro_batch'] * r['grad_accum']), 1) if stage == 'dpo'
+                                            else s['mean_row_tokens']),
+                        'date': m['date'], 'device': m['device']})
     return out
 
 
 def rate_rows(summary) -> dict[str, dict]:
-    "The summary row each `train.sft.<shape>` rate comes from: per shape the estimate knows, the last library (`ours`) row."
+    """The summary row each rate comes from: per shape the estimate knows and per stage, the last library row (`ours` for
+    `train.sft.<shape>`, `ours-dpo`, the profile's DPO settings, for `train.dpo.<shape>`)."""
     rows = {}
     for row in summary:
-        if row['library'] and row['shape'] in ESTIMATE_SHAPES: rows[f"train.sft.{ESTIMATE_SHAPES[row['shape']]}"] = row
+        if row['library'] and row['shape'] in ESTIMATE_SHAPES: rows[f"train.{row['stage']}.{ESTIMATE_SHAPES[row['shape']]}"] = row
     return rows
 
 
 def rates_from_summary(summary) -> dict[str, dict]:
-    "The file's `rates` section: one `train.sft.<shape>` rate per measured shape, the library row's tokens/s, and what it is."
+    "The file's `rates` section: per measured shape and stage the library row's tokens/s, and what it is."
     out = {}
     for key, row in rate_rows(summary).items():
         st = row['settings'] or {}
@@ -321,12 +330,19 @@ def rates_from_summary(summary) -> dict[str, dict]:
                  + f", activation checkpointing {'on' if row['activation_checkpointing'] else 'off'}")
         kernels = ('; Mamba-2 kernels (mamba-ssm, causal-conv1d)' if row['mamba_kernels'] else "; transformers' PyTorch Mamba scan"
                    ) if row['architecture'] == 'nemotron_h' else ''
-        out[key] = {'value': row['tokens_per_s'], 'unit': 'tokens/s',
-                    'what': (f"SFT-shaped training (one forward and backward per row; not DPO): rsi_repro.train.train_sft as the "
-                             f"stages call it, {SHAPE_WORDS[row['shape']]} with random weights, LoRA r={row['lora_r']} on the profile's "
-                             f"target set, {split}, {how}{kernels}; effective batch {row['effective_batch']} of synthetic rows of "
-                             f"{row['mean_row_tokens']:g} tokens on average, real tokens per second on one {row['device']}; "
-                             f"benchmarks/train_speed.py, {row['date']}" + (f"; {row['note']}" if row['note'] else ''))}
+        if row['stage'] == 'dpo':
+            what = (f"DPO (sigmoid + NLL, the reference model by disabling the adapter): rsi_repro.train.train_dpo as the dpo stage "
+                    f"calls it with the nemotron profile's dpo settings, {SHAPE_WORDS[row['shape']]} with random weights, LoRA "
+                    f"r={row['lora_r']}, {split}{kernels}; effective batch {row['effective_batch']} synthetic pairs of "
+                    f"{row['mean_row_tokens']:g} tokens on average (prompt twice, chosen and rejected), real tokens per second on one "
+                    f"{row['device']}; benchmarks/train_speed.py, {row['date']}")
+        else:
+            what = (f"SFT-shaped training (one forward and backward per row; not DPO): rsi_repro.train.train_sft as the "
+                    f"stages call it, {SHAPE_WORDS[row['shape']]} with random weights, LoRA r={row['lora_r']} on the profile's "
+                    f"target set, {split}, {how}{kernels}; effective batch {row['effective_batch']} of synthetic rows of "
+                    f"{row['mean_row_tokens']:g} tokens on average, real tokens per second on one {row['device']}; "
+                    f"benchmarks/train_speed.py, {row['date']}")
+        out[key] = {'value': row['tokens_per_s'], 'unit': 'tokens/s', 'what': what + (f"; {row['note']}" if row['note'] else '')}
     return out
 
 
@@ -344,6 +360,7 @@ def main():
     ap.add_argument('--steps', type=int, default=4, help='optimiser steps per variant, the first one untimed')
     ap.add_argument('--slow-steps', type=int, default=2, help='optimiser steps of a stock variant with micro-batch < 8')
     ap.add_argument('--rows', type=int, default=480)
+    ap.add_argument('--pairs', type=int, default=240, help='synthetic preference pairs for the ours-dpo variants')
     ap.add_argument('--eff', type=int, default=48, help='examples per optimiser step (the card\'s 48)')
     ap.add_argument('--r', type=int, default=768); ap.add_argument('--alpha', type=int, default=1536)
     ap.add_argument('--seed', type=int, default=0)
@@ -371,6 +388,8 @@ def main():
     folder = work / a.shape; folder.mkdir(exist_ok=True)
     config.save_pretrained(folder); tok.save_pretrained(folder)
     ids, masks = synthetic_rows(a.rows, a.seed)
+    pairs, pair_info = work / f'pairs_{a.pairs}_{a.seed}.jsonl', {}
+    if pairs.exists(): pairs.unlink()
     mix = work / f'mix_{a.rows}_{a.seed}.npz'; write_mix(mix, ids, masks)
     targets = lora_targets(Lora(r=a.r, alpha=a.alpha), arch)
     versions = {'torch': torch.__version__, 'transformers': transformers.__version__, 'peft': peft.__version__}
@@ -395,6 +414,12 @@ def main():
                 m, g = map(int, v.split('-')[1].split('x'))
                 res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 else a.slow_steps, a.seed)
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
+            elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
+                split = None
+                if v != 'ours-dpo':
+                    m, g = map(int, v.split('-')[2].split('x')); split = (m, g, v.endswith('-ckpt'))
+                if not pairs.exists(): pair_info.update(synthetic_pairs(pairs, a.pairs, a.seed, tok))
+                res = ours_dpo(folder, config, arch, pairs, a.steps, a.seed, split)
             else: raise SystemExit(f"unknown variant {v}")
         except torch.OutOfMemoryError as e:
             res = {'error': f'out of memory: {str(e).splitlines()[0]}', **peak()}; free()
@@ -410,6 +435,7 @@ def main():
         results.append(res)
         print(json.dumps({k: res[k] for k in res if k not in ('step_tokens', 'step_padded_tokens', 'losses')}), flush=True)
     doc = json.loads(out.read_text()) if (a.append and out.exists()) else {}
+    if pair_info: shape['dpo_pairs'] = pair_info
     doc.setdefault('runs', []).append({'meta': meta, 'shape': shape, 'results': results})
     doc = with_summary_and_rates(doc)
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(doc, indent=1))

@@ -12,6 +12,10 @@ Parts (each writes its entry into --out as it finishes):
                decided by rounding, or a real difference). float32 in both (--dtype).
   adapter      an r=768 LoRA (random A and B, seeded) on the tiny base: HF with the PEFT adapter unmerged against vLLM
                serving the merged checkpoint, as VLLMBackend does for ranks it cannot serve (serving.merge_lora).
+  sensitivity  (HF only, CPU or GPU) HF against HF with every weight moved by a relative 1e-6 and 1e-4 (seeded), for the
+               base and for the r=768 merged checkpoint: how many greedy rows stay token-identical when only rounding moves
+  teacher      HF's greedy outputs teacher-forced through HF and through vLLM (prompt_logprobs), base and r=768 merged: the
+               distribution of |log-prob difference| at every generated position
   speed-small  vllm.LLM(load_format='dummy') on a ~1B Llama config (the shape of generation.py's random-1b)
   speed-moe    the same on Qwen3-MoE 30B-A3B's config (48 layers, 128 experts top-8, ~30.5 B parameters), built from the
                config alone: greedy, batches of 64 and 256 prompts of 200 random token ids, 128 new tokens each
@@ -23,16 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / 'benchmarks'))
+from shapes import QWEN3_MOE_30B_A3B  # noqa: E402
 os.environ.setdefault('NCCL_NVLS_ENABLE', '0'); os.environ.setdefault('TORCH_SYMM_MEM_DISABLE_MULTICAST', '1')
 os.environ.setdefault('NVSHMEM_DISABLE_NVLS', '1')
 
-# Qwen/Qwen3-30B-A3B's published config.json (the values that shape the model)
-QWEN3_MOE_30B_A3B = {'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qwen3_moe', 'hidden_size': 2048, 'intermediate_size': 6144,
-                     'moe_intermediate_size': 768, 'num_hidden_layers': 48, 'num_attention_heads': 32, 'num_key_value_heads': 4,
-                     'head_dim': 128, 'num_experts': 128, 'num_experts_per_tok': 8, 'norm_topk_prob': True, 'decoder_sparse_step': 1,
-                     'mlp_only_layers': [], 'vocab_size': 151936, 'max_position_embeddings': 40960, 'rope_theta': 1000000.0,
-                     'rms_norm_eps': 1e-06, 'hidden_act': 'silu', 'tie_word_embeddings': False, 'attention_bias': False,
-                     'bos_token_id': 151643, 'eos_token_id': 151645, 'torch_dtype': 'bfloat16', 'use_cache': True}
 LLAMA_1B = {'architectures': ['LlamaForCausalLM'], 'model_type': 'llama', 'hidden_size': 2048, 'intermediate_size': 5632,
             'num_hidden_layers': 20, 'num_attention_heads': 16, 'num_key_value_heads': 16, 'vocab_size': 32000,
             'max_position_embeddings': 4096, 'rms_norm_eps': 1e-05, 'hidden_act': 'silu', 'rope_theta': 10000.0,
@@ -121,6 +120,94 @@ def make_adapter(folder, r=768, seed=0):
     return str(folder)
 
 
+def perturbed_copy(model_ref, folder, rel, seed=0):
+    "The checkpoint with every floating weight w replaced by w * (1 + rel * N(0, 1)) (seeded): the size of a rounding difference."
+    import torch
+    from rsi_repro.generate import load_model, load_tokenizer
+    net = load_model(model_ref, 'cpu')
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in net.parameters():
+            if p.is_floating_point(): p.mul_(1 + rel * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    net.save_pretrained(folder); load_tokenizer(model_ref).save_pretrained(folder)
+    return str(folder)
+
+
+def part_sensitivity(a):
+    """How far greedy text moves when the weights move by a rounding-sized amount, for the base and for the r=768 merged
+    checkpoint the adapter part serves: HF against HF (no vLLM), float32, the same prompts as parts same/adapter."""
+    from rsi_repro.config import Serving
+    from rsi_repro.generate import ModelRef, generate, merge_adapter
+    work = Path(tempfile.mkdtemp())
+    base = ModelRef(str(ROOT / 'data/tiny_base'), dtype='float32')
+    merged = merge_adapter(ModelRef(base.base, dtype='float32', adapter=make_adapter(work / 'r768')), work)
+    serving = Serving(max_new_tokens=a.max_new_tokens, max_input_tokens=1024, batch_size=a.batch, shard_size=a.n)
+    reqs = requests(a.n)
+    res = {'max_new_tokens': a.max_new_tokens, 'relative_perturbations': a.rel, 'models': {}}
+    for name, ref in (('base', base), ('r768_merged', merged)):
+        ref_rows = generate(reqs, ref, serving, work / f'{name}-ref', backend='hf', progress=False)
+        res['models'][name] = {}
+        for rel in a.rel:
+            moved = ModelRef(perturbed_copy(ref, work / f'{name}-{rel:g}', rel), dtype='float32')
+            rows = generate(reqs, moved, serving, work / f'{name}-{rel:g}-gen', backend='hf', progress=False)
+            cmp = compare_rows(ref_rows, rows, ref, serving, reqs)
+            gaps = sorted(d['hf_top2_gap'] for d in cmp['differences'])
+            res['models'][name][f'{rel:g}'] = {'identical_rows': cmp['identical_rows'], 'rows': cmp['rows'],
+                                               'first_difference_top2_gaps': gaps}
+            print(name, rel, cmp['identical_rows'], '/', cmp['rows'], 'gaps', gaps[-5:], flush=True)
+    return res
+
+
+def part_teacher(a):
+    """vLLM's and HF's log-probabilities of the same token sequences (HF's greedy outputs, teacher-forced through both
+    as prompts), base and r=768 merged: how far the two engines' numbers are apart at every position, not only where
+    a greedy choice first flips."""
+    import math, torch
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+    from rsi_repro.chat import render
+    from rsi_repro.config import Serving, VLLMSettings
+    from rsi_repro.generate import ModelRef, generate, load_model, load_tokenizer, merge_adapter, vllm_engine_args
+    work = Path(tempfile.mkdtemp())
+    base = ModelRef(str(ROOT / 'data/tiny_base'), dtype='float32')
+    merged = merge_adapter(ModelRef(base.base, dtype='float32', adapter=make_adapter(work / 'r768')), work)
+    serving = Serving(max_new_tokens=a.max_new_tokens, max_input_tokens=1024, batch_size=a.batch, shard_size=a.n,
+                      vllm=VLLMSettings(max_lora_rank=512, gpu_memory_utilization=a.small_gpu_mem, batch_invariant=True, enforce_eager=True,
+                                        kv_cache_gib=a.small_kv_gib or None))
+    os.environ.setdefault('VLLM_BATCH_INVARIANT', '1')
+    reqs = requests(a.n)
+    res = {'max_new_tokens': a.max_new_tokens, 'models': {}}
+    for name, ref in (('base', base), ('r768_merged', merged)):
+        tok = load_tokenizer(ref)
+        rows = generate(reqs, ref, serving, work / f'{name}-hf', backend='hf', progress=False)
+        seqs, starts = [], []
+        for req, row in zip(reqs, rows.itertuples()):
+            p = list(render(req['messages'], tok, serving.max_input_tokens, serving.system_prompt).input_ids)
+            seqs.append(p + tok.encode(row.response, add_special_tokens=False)); starts.append(len(p))
+        net = load_model(ref)
+        hf = []
+        with torch.no_grad():
+            for s in seqs:
+                lp = torch.log_softmax(net(input_ids=torch.tensor([s], device=net.device)).logits[0].float(), -1)
+                hf.append([float(lp[i - 1, s[i]]) for i in range(1, len(s))])
+        del net; torch.cuda.empty_cache()
+        llm = LLM(**vllm_engine_args(ref, serving))
+        outs = llm.generate([TokensPrompt(prompt_token_ids=s) for s in seqs],
+                            SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1), use_tqdm=False)
+        deltas, row_max = [], []
+        for s, st, h, o in zip(seqs, starts, hf, outs):
+            v = [o.prompt_logprobs[i][s[i]].logprob if o.prompt_logprobs[i] else math.nan for i in range(1, len(s))]
+            d = [abs(x - y) for x, y in zip(h[st - 1:], v[st - 1:]) if not math.isnan(y)]     # the generated positions
+            deltas += d; row_max.append(max(d) if d else 0.0)
+        del llm
+        deltas.sort()
+        q = lambda f: round(deltas[min(len(deltas) - 1, int(f * len(deltas)))], 6)
+        res['models'][name] = {'positions': len(deltas), 'abs_logprob_difference': {'median': q(0.5), 'p99': q(0.99), 'max': round(deltas[-1], 6)},
+                               'rows_with_max_over_0.1': sum(x > 0.1 for x in row_max), 'rows': len(row_max)}
+        print(name, res['models'][name], flush=True)
+    return res
+
+
 def part_speed(a, name, cfg):
     import torch
     from vllm import LLM, SamplingParams
@@ -164,6 +251,7 @@ def main():
     ap.add_argument('--small-gpu-mem', type=float, default=0.3, help='parts same/adapter: gpu_memory_utilization')
     ap.add_argument('--small-kv-gib', type=float, default=0, help='parts same/adapter: fixed KV cache size')
     ap.add_argument('--small-eager', action='store_true', help='parts same/adapter: enforce_eager (no compile, no CUDA graphs)')
+    ap.add_argument('--rel', type=float, nargs='+', default=[1e-6, 1e-4], help='part sensitivity: relative weight perturbations')
     ap.add_argument('--out', default=str(ROOT / 'benchmarks/results/vllm_check.json'))
     a = ap.parse_args()
     if len(a.parts) > 1:      # one process per part: a vllm.LLM keeps its share of GPU memory until its process ends
@@ -185,8 +273,10 @@ def main():
         try:
             if part == 'same': r = part_same(a)
             elif part == 'adapter': r = part_same(a, adapter=make_adapter(Path(tempfile.mkdtemp()) / 'r768'))
+            elif part == 'sensitivity': r = part_sensitivity(a)
+            elif part == 'teacher': r = part_teacher(a)
             elif part == 'speed-small': r = part_speed(a, 'llama-1b', LLAMA_1B)
-            elif part == 'speed-moe': r = part_speed(a, 'qwen3-moe-30b-a3b', QWEN3_MOE_30B_A3B)
+            elif part == 'speed-moe': r = part_speed(a, 'qwen3-moe-30b-a3b', {**QWEN3_MOE_30B_A3B, 'use_cache': True})
             else: sys.exit(f"unknown part {part}")
             r['ok'] = True
         except Exception as e:
