@@ -21,7 +21,7 @@ Three ways of decoding the same prompts greedily to the same token budget:
   rsi_repro     rsi_repro.generate: same batch size, prompts sorted by length, shards written as it goes
 Output tokens count the new tokens each row really produced (up to and including its stop token).
 """
-import argparse, json, os, platform, sys, tempfile, time
+import argparse, json, os, platform, signal, sys, tempfile, time
 from dataclasses import replace
 from pathlib import Path
 
@@ -73,8 +73,10 @@ def shape_folder(shape: str, work: Path) -> tuple[str, Path]:
     sys.path.insert(0, str(ROOT / 'benchmarks'))
     from shapes import build_config
     tok = load_tokenizer(ModelRef(str(ROOT / 'data/tiny_base')))
+    from shapes import SHAPES
     arch, config = build_config(shape, tok, use_cache=True)
     config.eos_token_id = None
+    config.architectures = SHAPES[shape][1]['architectures']     # without it vLLM serves the model as a pooling (embedding) model
     folder = work / shape; folder.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(folder)
     return arch, folder
@@ -172,6 +174,30 @@ def shape_versions() -> dict:
     return out
 
 
+def shape_rates(doc) -> dict[str, dict]:
+    """The file's `rates` for `rsi-repro estimate`: `generate.<hf|vllm|vllm-invariant>.b<batch>.<shape>`, the last run of
+    each batch size; a vLLM entry is keyed by the batch invariance it ran with (its recorded VLLM_BATCH_INVARIANT)."""
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    from shapes import ESTIMATE_SHAPES, SHAPE_WORDS
+    m = doc['meta']; shape = m['shape']
+    if shape not in ESTIMATE_SHAPES: return {}
+    out = {}
+    for entry in doc.get('backends', {}).values():
+        if 'rate' not in entry: continue
+        inv = entry.get('VLLM_BATCH_INVARIANT') == '1'
+        kind = 'hf' if entry['backend'] == 'hf' else ('vllm-invariant' if inv else 'vllm')
+        how = ("rsi_repro.generate's HFBackend (transformers generate)" if kind == 'hf' else
+               f"rsi_repro.generate's VLLMBackend (vLLM {m['versions'].get('vllm')}, load_format='dummy', batch invariance "
+               f"{'on' if inv else 'off'}, the nemotron profile's other serving.vllm settings)")
+        for bs, v in entry['rate'].items():
+            out[f"generate.{kind}.b{bs}.{ESTIMATE_SHAPES[shape]}"] = {
+                'value': v, 'unit': 'output tokens/s',
+                'what': (f"{how}, {SHAPE_WORDS[shape]} with random weights in bf16, {bs} prompts of {m['prompt_tokens']} random "
+                         f"tokens, {m['new_tokens']} new tokens each, greedy; the last of the runs at this size; one {m['device']}; "
+                         f"benchmarks/generation.py, {m['date']}")}
+    return out
+
+
 def main_shape(a):
     "Every --backends entry on --shape, each in a child process, merged into --out as each finishes."
     import subprocess
@@ -186,12 +212,16 @@ def main_shape(a):
         cmd = [sys.executable, __file__, '--shape', a.shape, '--backend', b, '--child-out', str(child), '--prompt-tokens', str(a.prompt_tokens),
                '--new-tokens', str(a.new_tokens), '--repeats', str(a.repeats), '--batches', *map(str, a.batches)]
         t0 = time.perf_counter()
-        try: status = subprocess.run(cmd, timeout=a.backend_timeout or None).returncode
-        except subprocess.TimeoutExpired: status = f'stopped after --backend-timeout {a.backend_timeout} s'
+        proc = subprocess.Popen(cmd, start_new_session=True)     # its own process group: vLLM's engine process goes with it
+        try: status = proc.wait(timeout=a.backend_timeout or None)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL); proc.wait()
+            status = f'stopped after --backend-timeout {a.backend_timeout} s'
         res = json.loads(child.read_text()) if child.exists() else {'backend': b, 'error': f'no result (exit status {status})'}
         if status != 0: res['exit'] = status
         res['wall_seconds'] = round(time.perf_counter() - t0, 1)
         doc['backends'][b] = res
+        doc = {'meta': doc['meta'], 'rates': shape_rates(doc), 'backends': doc['backends']}
         out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(doc, indent=1))
     print(f"\n{a.shape}: output tokens/s, {a.prompt_tokens}-token prompts, {a.new_tokens} new tokens (last run of {a.repeats})")
     print(f"{'backend':<20} " + ' '.join(f"{'batch ' + str(bs):>11}" for bs in a.batches) + f" {'build s':>8}")
@@ -208,6 +238,7 @@ def main():
     ap.add_argument('--child-out', default=None, help=argparse.SUPPRESS)
     ap.add_argument('--batches', type=int, nargs='+', default=[64, 256])
     ap.add_argument('--prompt-tokens', type=int, default=200); ap.add_argument('--new-tokens', type=int, default=128)
+    ap.add_argument('--rates-only', action='store_true', help='measure nothing: rewrite the `rates` of a --shape file (--out) from its runs')
     ap.add_argument('--backend-timeout', type=int, default=0, help='seconds one backend may take (0: no limit)')
     ap.add_argument('--model', default='tiny', choices=['tiny', 'random-1b'])
     ap.add_argument('--n', type=int, default=96)
@@ -218,6 +249,12 @@ def main():
     a = ap.parse_args()
     if a.shape and a.backend:
         run_backend(a); return
+    if a.rates_only:
+        doc = json.loads(Path(a.out).read_text())
+        doc = {'meta': doc['meta'], 'rates': shape_rates(doc), 'backends': doc['backends']}
+        Path(a.out).write_text(json.dumps(doc, indent=1))
+        for k, v in doc['rates'].items(): print(f"{k}: {v['value']:,.1f} {v['unit']}")
+        return
     if a.shape: return main_shape(a)
     device = 'cuda' if torch.cuda.is_available() else 'cpu'
     ref = ModelRef(str(ROOT / 'data/tiny_base'), dtype='float32' if a.model == 'tiny' else 'bfloat16')

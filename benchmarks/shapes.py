@@ -10,7 +10,7 @@ QWEN3_MOE_30B_A3B = {'architectures': ['Qwen3MoeForCausalLM'], 'model_type': 'qw
                      'bos_token_id': 151643, 'eos_token_id': 151645, 'torch_dtype': 'bfloat16', 'use_cache': False}
 # M = Mamba-2, E = MoE, * = attention: 23 + 23 + 6 = 52 layers, 31.6 B parameters
 NEMOTRON_H_PATTERN = 'MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME'
-NEMOTRON_H_30B_A3B = {'model_type': 'nemotron_h', 'hidden_size': 2688, 'vocab_size': 131072,
+NEMOTRON_H_30B_A3B = {'architectures': ['NemotronHForCausalLM'], 'model_type': 'nemotron_h', 'hidden_size': 2688, 'vocab_size': 131072,
                       'layers_block_type': [{'M': 'mamba', 'E': 'moe', '*': 'attention'}[c] for c in NEMOTRON_H_PATTERN],
                       'num_attention_heads': 32, 'num_key_value_heads': 2, 'head_dim': 128, 'mamba_num_heads': 64, 'mamba_head_dim': 64,
                       'ssm_state_size': 128, 'n_groups': 8, 'conv_kernel': 4, 'chunk_size': 128, 'n_routed_experts': 128,

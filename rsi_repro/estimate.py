@@ -37,17 +37,6 @@ class Rate:
 
 # Results files written before the `rates` convention, and where each of their rates sits in them.
 RATE_LOCATIONS: dict[str, tuple[str, str, str, str]] = {
-    'generate.hf.b64.qwen3_moe-30b-a3b': ('vllm_gpu.json', 'hf_reference_not_same_run.output_tok_s_batch64', 'output tokens/s',
-        "rsi_repro.generate (HF), Qwen3-MoE 30B-A3B config with random weights, 200-token prompts, 128 new tokens, greedy; "
-        "an earlier run than the file's own (issue 17)"),
-    'generate.hf.b256.qwen3_moe-30b-a3b': ('vllm_gpu.json', 'hf_reference_not_same_run.output_tok_s_batch256', 'output tokens/s',
-        "as at batch 64, batch 256"),
-    'generate.vllm.b64.qwen3_moe-30b-a3b': ('vllm_gpu.json',
-        'speed_moe_run2_alone_compile_cache_warm.runs[batch=64,repeat=1].output_tokens_per_s', 'output tokens/s',
-        "vLLM 0.26.0, the same shape and lengths, the second generate() of 64 prompts in one engine"),
-    'generate.vllm.b256.qwen3_moe-30b-a3b': ('vllm_gpu.json',
-        'speed_moe_run2_alone_compile_cache_warm.runs[batch=256,repeat=1].output_tokens_per_s', 'output tokens/s',
-        "vLLM 0.26.0, the same shape and lengths, the second generate() of 256 prompts in one engine"),
     'train.sft.nemotron_h-1.1b': ('multi_gpu_2.json', 'sft.single.full_step_tokens_per_s', 'tokens/s',
         "train_sft, scaled-down Nemotron-H (1.12 B parameters), LoRA r=64, micro-batch 8 x 4, ~303-token examples, one H200"),
     'train.dpo.nemotron_h-1.1b': ('multi_gpu_2.json', 'dpo.single.full_step_tokens_per_s', 'tokens/s',
@@ -396,7 +385,7 @@ CPU_KINDS = ('cpu.corpus_load_cold', 'cpu.banding', 'cpu.binarising', 'cpu.decon
 def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     "The rate key each kind of work is priced with: generation by backend at the profile's batch size, training and CPU steps."
     keys = {'generate.hf': f"generate.hf.b{profile.serving.batch_size}.{shape}",
-            'generate.vllm': f"generate.vllm.b{profile.serving.vllm.max_num_seqs}.{shape}",
+            'generate.vllm': f"generate.{'vllm-invariant' if profile.serving.vllm.batch_invariant else 'vllm'}.b{profile.serving.vllm.max_num_seqs}.{shape}",
             'train.sft': f"train.sft.{shape}", 'train.dpo': f"train.dpo.{shape}", **{k: k for k in CPU_KINDS}}
     for kind, key in (overrides or {}).items():
         if kind not in keys: raise EstimateError(f"--rate {kind}={key}: unknown kind {kind!r} (kinds: {', '.join(keys)})")

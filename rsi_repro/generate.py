@@ -18,7 +18,7 @@ from .layout import EVIDENCE
 __all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
            'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
            'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
-           'model_max_len', 'vllm_engine_args', 'VLLMBackend', 'plan_dir', 'generate']
+           'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -213,20 +213,37 @@ def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
         net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
     return ModelRef(base=str(out), dtype=model.dtype)
 
-def model_max_len(model: ModelRef) -> int | None:
-    "The longest sequence the base's config allows (`max_position_embeddings` or its older names); None when it names none."
+def _text_config(model: ModelRef):
     from transformers import AutoConfig
     cfg = AutoConfig.from_pretrained(model.base, revision=model.revision)
-    cfg = cfg.get_text_config() if hasattr(cfg, 'get_text_config') else cfg
+    return cfg.get_text_config() if hasattr(cfg, 'get_text_config') else cfg
+
+def model_max_len(model: ModelRef) -> int | None:
+    "The longest sequence the base's config allows (`max_position_embeddings` or its older names); None when it names none."
+    cfg = _text_config(model)
     for key in ('max_position_embeddings', 'max_sequence_length', 'seq_length', 'n_positions'):
         value = getattr(cfg, key, None)
         if isinstance(value, int) and value > 0: return value
     return None
 
+def mamba_layers(model: ModelRef) -> int:
+    """How many of the base's layers are Mamba (state-space) layers: from a hybrid's layer pattern ('M' marks one; newer
+    transformers call them 'linear_attention' in the layer list), a layer list naming them, or a pure Mamba model."""
+    cfg = _text_config(model)
+    pattern = getattr(cfg, 'hybrid_override_pattern', None)
+    if isinstance(pattern, str): return pattern.count('M')
+    kinds = getattr(cfg, 'layers_block_type', None) or getattr(cfg, 'layer_types', None)
+    if isinstance(kinds, (list, tuple)): return sum('mamba' in str(k).lower() for k in kinds)
+    return cfg.num_hidden_layers if getattr(cfg, 'model_type', '') in ('mamba', 'mamba2') else 0
+
 def vllm_engine_args(model: ModelRef, serving: Serving) -> dict:
     "Keyword arguments of `vllm.LLM` for a checkpoint under the serving settings."
     want, limit = serving.max_input_tokens + serving.max_new_tokens, model_max_len(model)
     v = serving.vllm
+    if v.batch_invariant and (n := mamba_layers(model)):      # vLLM 0.26 stops at engine start; say so before loading 60 GB
+        raise ValueError(f"{model.base}: serving.vllm.batch_invariant is true, but this base has {n} Mamba layers and vLLM "
+                         f"refuses batch invariance for them ('VLLM batch_invariant mode is not supported for MAMBA2_ATTN'); "
+                         f"set serving.vllm.batch_invariant: false")
     kw = dict(model=model.base, revision=model.revision, dtype=model.dtype, max_model_len=min(want, limit) if limit else want,
               gpu_memory_utilization=v.gpu_memory_utilization, enforce_eager=v.enforce_eager,
               tensor_parallel_size=v.tensor_parallel_size, max_num_seqs=v.max_num_seqs)

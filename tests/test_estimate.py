@@ -157,13 +157,15 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     folder = tmp_path / 'results'
     shutil.copytree(RESULTS, folder)
     q = 'qwen3_moe-30b-a3b'
+    speed = json.loads((folder / 'train_speed.json').read_text())      # as if train_speed.py had not measured DPO at this shape:
+    speed['rates'].pop(f'train.dpo.{q}'); (folder / 'train_speed.json').write_text(json.dumps(speed))   # another file supplies it
     write_rates(folder, {f'train.dpo.{q}': 2000.0}, name='train_fast.json')
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
     assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
     assert Path(j['rates'][f'train.dpo.{q}']['file']).name == 'train_fast.json'
     assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_speed.json' and j['rates'][f'train.sft.{q}']['value'] == 11554.6
-    assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'vllm_gpu.json'
-    assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 11544.0
+    assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'generation_qwen3-moe-30b-a3b.json'
+    assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 7048.8      # batch invariance off, as the nemotron profile serves
     assert {Path(j['rates'][k]['file']).name for k in j['rates'] if k.startswith('cpu.')} == {'corpora.json'}
     # a key declared a second time, here one corpora.json already declares, is refused with both files named
     write_rates(folder, {'cpu.banding': 1.0}, name='again.json')
@@ -175,7 +177,7 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     code, _, err = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
     assert code == 2 and f"'train.sft.{q}' is given twice" in err and 'train_fast2.json' in err and 'train_speed.json' in err
     (folder / 'train_fast2.json').unlink()
-    assert hours(j, 'rounds', 'generate', 'vllm') == pytest.approx(8000 * 8 * 2 * 285.4 / 11544.0 / 3600)
+    assert hours(j, 'rounds', 'generate', 'vllm') == pytest.approx(8000 * 8 * 2 * 285.4 / 7048.8 / 3600)
     code, out, _ = cli('estimate', NEMOTRON, '--rates', folder, '--shape', q)
     assert code == 0 and 'a stand-in, not the base' in out and 'train_fast.json: rates.train.dpo.qwen3_moe-30b-a3b' in out
     assert 'train_speed.json: rates.train.sft.qwen3_moe-30b-a3b' in out

@@ -1,5 +1,6 @@
-"""benchmarks/results/train_speed.json: its `rates` are the library rows of its `summary`, its `summary` is its `runs`, and the
-keys are the ones `rsi-repro estimate` asks for, so a hand edit of either side, or a shape renamed on one side, fails here."""
+"""benchmarks/results/train_speed.json and generation_<shape>.json: their `rates` are derived from their runs (the library rows of
+train_speed's `summary`, which is its `runs`), and the keys are the ones `rsi-repro estimate` asks for, so a hand edit of
+either side, or a shape renamed on one side, fails here."""
 import copy
 import importlib.util
 import json
@@ -25,20 +26,25 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
     assert DOC['rates'] == ts.rates_from_summary(DOC['summary'])
     library = [r for r in DOC['summary'] if r['library']]
     for key, rate in DOC['rates'].items():
-        shape = [s for s, name in ts.ESTIMATE_SHAPES.items() if key == f'train.sft.{name}']
-        assert len(shape) == 1
-        rows = [r for r in library if r['shape'] == shape[0]]
-        assert rate['value'] == rows[-1]['tokens_per_s'] and rate['unit'] == 'tokens/s'    # the last library run of the shape
-        assert f"r={rows[-1]['lora_r']}" in rate['what'] and 'SFT-shaped' in rate['what'] and 'not DPO' in rate['what']
-    assert {r['shape'] for r in library} == {'qwen3-moe-30b-a3b', 'nemotron-h-31b'}
-    assert {k: v['value'] for k, v in DOC['rates'].items()} == {'train.sft.qwen3_moe-30b-a3b': 11554.6, 'train.sft.nemotron_h-30b-a3b': 10640.9}
-    assert not any(k.startswith('train.dpo.') for k in DOC['rates'])      # DPO is not measured there
+        stage, name = key.split('.')[1], key.split('.', 2)[2]
+        shape = [s for s, n in ts.ESTIMATE_SHAPES.items() if n == name]
+        assert len(shape) == 1 and stage in ('sft', 'dpo')
+        rows = [r for r in library if r['shape'] == shape[0] and r['stage'] == stage]
+        assert rate['value'] == rows[-1]['tokens_per_s'] and rate['unit'] == 'tokens/s'    # the last library run of shape and stage
+        assert f"r={rows[-1]['lora_r']}" in rate['what']
+        assert ('SFT-shaped' in rate['what'] and 'not DPO' in rate['what']) if stage == 'sft' else rate['what'].startswith('DPO')
+    assert {(r['shape'], r['stage']) for r in library} == {(s, t) for s in ('qwen3-moe-30b-a3b', 'nemotron-h-31b') for t in ('sft', 'dpo')}
+    assert {k: v['value'] for k, v in DOC['rates'].items()} == {
+        'train.sft.qwen3_moe-30b-a3b': 11554.6, 'train.sft.nemotron_h-30b-a3b': 10640.9,
+        'train.dpo.qwen3_moe-30b-a3b': 2009.2, 'train.dpo.nemotron_h-30b-a3b': 2254.3}
+    dpo = [r for r in library if r['stage'] == 'dpo']      # DPO rates are the profile's dpo split and rank, not another variant's
+    assert {(r['variant'], r['micro_batch'], r['grad_accum'], r['activation_checkpointing'], r['lora_r']) for r in dpo} == {('ours-dpo', 2, 24, True, 64)}
 
 
 def test_the_summary_is_the_runs():
     ts = train_speed()
     assert DOC['summary'] == ts.summarise(DOC)
-    ours = [r for run in DOC['runs'] for r in run['results'] if r['variant'] == 'ours']
+    ours = [r for run in DOC['runs'] for r in run['results'] if r['variant'] in ('ours', 'ours-dpo') and 'error' not in r]
     assert [r['tokens_per_s'] for r in ours] == [r['tokens_per_s'] for r in DOC['summary'] if r['library']]
 
 
@@ -54,11 +60,33 @@ def test_a_hand_edit_on_either_side_is_seen():
 
 def test_the_keys_are_the_ones_the_estimate_asks_for():
     nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
-    own = rate_keys(nemotron, shape_of(nemotron))['train.sft']
-    stand_in = rate_keys(nemotron, 'qwen3_moe-30b-a3b')['train.sft']
-    assert set(DOC['rates']) == {own, stand_in}
+    keys = [rate_keys(nemotron, shape)[kind] for shape in (shape_of(nemotron), 'qwen3_moe-30b-a3b') for kind in ('train.sft', 'train.dpo')]
+    assert set(DOC['rates']) == set(keys)
     rates = read_rates(RESULTS)
-    for key in (own, stand_in):
+    for key in keys:
         assert Path(rates[key].file).name == 'train_speed.json' and rates[key].path == f'rates.{key}'
         assert rates[key].value == DOC['rates'][key]['value']
-    assert 'train.dpo.nemotron_h-30b-a3b' not in rates and 'train.dpo.qwen3_moe-30b-a3b' not in rates
+
+
+def generation():
+    spec = importlib.util.spec_from_file_location('generation', ROOT / 'benchmarks' / 'generation.py')
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+
+def test_generation_rates_are_the_last_run_of_each_backend_and_batch():
+    "generation_<shape>.json: each rate is its backend's last run at that batch size; vLLM keyed by the invariance it ran with."
+    gen = generation()
+    nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
+    for shape, name in (('qwen3-moe-30b-a3b', 'qwen3_moe-30b-a3b'), ('nemotron-h-31b', 'nemotron_h-30b-a3b')):
+        doc = json.loads((RESULTS / f'generation_{shape}.json').read_text())
+        assert doc['rates'] == gen.shape_rates(doc)
+        for entry in doc['backends'].values():
+            kind = 'hf' if entry['backend'] == 'hf' else ('vllm-invariant' if entry.get('VLLM_BATCH_INVARIANT') == '1' else 'vllm')
+            for bs in (64, 256):
+                last = [r for r in entry['runs'] if r['batch'] == bs][-1]
+                assert doc['rates'][f'generate.{kind}.b{bs}.{name}']['value'] == last['output_tokens_per_s']
+                assert last['output_tokens'] == bs * doc['meta']['new_tokens']      # every row ran to its budget
+        keys = rate_keys(nemotron, name)      # what the nemotron profile asks for at this shape is there
+        assert {keys['generate.hf'], keys['generate.vllm']} <= set(doc['rates'])
+    assert rate_keys(nemotron, 'x')['generate.vllm'] == 'generate.vllm.b256.x'      # the profile serves without batch invariance

@@ -178,6 +178,7 @@ def part_teacher(a):
     reqs = requests(a.n)
     res = {'max_new_tokens': a.max_new_tokens, 'models': {}}
     for name, ref in (('base', base), ('r768_merged', merged)):
+        if name not in a.models: continue
         tok = load_tokenizer(ref)
         rows = generate(reqs, ref, serving, work / f'{name}-hf', backend='hf', progress=False)
         seqs, starts = [], []
@@ -251,6 +252,7 @@ def main():
     ap.add_argument('--small-gpu-mem', type=float, default=0.3, help='parts same/adapter: gpu_memory_utilization')
     ap.add_argument('--small-kv-gib', type=float, default=0, help='parts same/adapter: fixed KV cache size')
     ap.add_argument('--small-eager', action='store_true', help='parts same/adapter: enforce_eager (no compile, no CUDA graphs)')
+    ap.add_argument('--models', nargs='+', default=['base', 'r768_merged'], help='part teacher: which checkpoints')
     ap.add_argument('--rel', type=float, nargs='+', default=[1e-6, 1e-4], help='part sensitivity: relative weight perturbations')
     ap.add_argument('--out', default=str(ROOT / 'benchmarks/results/vllm_check.json'))
     a = ap.parse_args()
