@@ -20,9 +20,9 @@ from .io import atomic_write_text, package_versions, sha256_file, sha256_files, 
 __all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER', 'WATCH_MARK',
            'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest', 'StageFailed', 'StageResult', 'Reads',
            'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths', 'library_modules',
-           'upstream_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'watch_reads', 'watch_spec',
-           'watch_source', 'read_marker', 'previous_dir', 'prepare_folder', 'restore_folder', 'finish_folder',
-           'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
+           'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'watch_reads',
+           'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder', 'restore_folder',
+           'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -62,6 +62,7 @@ class Reads:
     data: tuple[str, ...] = ()           # project files or folders (from the root) it reads by itself; PROFILE_FILE
     keep: tuple[str, ...] = ()           # globs in its folder: a person's files or the seal, kept by every rerun
     reuse: tuple[str, ...] = (PLANS,)    # globs in its folder: caches it checks before use, kept unless forced, dropped when unused
+    after: tuple[str, ...] = ()          # notebooks of stages it needs to have run first but does not read: order, not input
 
 def profile_sections() -> tuple[str, ...]:
     "The profile's sections: every field of `Profile` but those every stage may read."
@@ -78,7 +79,8 @@ STAGE_READS: dict[str, Reads] = {
     'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, arm_adapter('', '*').as_posix())),
     'preregister': Reads(('promotion',), keep=(SEAL_FILE,)),
     'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds'), data=('data/prompts',),  # sft: math decontamination;
-                         keep=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS)),                      # the rest: each checkpoint's parent
+                         keep=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS),                       # the rest: each checkpoint's parent
+                         after=('preregister',)),      # evaluates after the rule is sealed, never reading the seal
     'decide':      Reads(('promotion',)),
     'grid':        Reads(('rounds', 'pools')),
     'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds'), data=('data/prompts',), keep=BLIND_SHEETS),
@@ -198,13 +200,21 @@ def library_modules(notebook: str | Path) -> dict[str, Path]:
 KEY_SCHEME = 2    # 1 (no `scheme` in the manifest): the whole profile in every key; 2: what each stage reads
 MARKER = '.running.json'   # in a stage folder: the key of a run that started and has not finished
 
-def upstream_stages(profile: Profile, stage: Stage) -> list[str]:
-    "Every stage `stage` needs, directly or through the stages those need, in the profile's order."
-    by_name, found, todo = {s.name: s for s in profile.stages}, set(), list(stage.needs)
+def upstream_stages(profile: Profile, stage: Stage, keyed: bool = False) -> list[str]:
+    """Every stage `stage` needs, directly or through the stages those need, in the profile's order. `keyed`: only the
+    stages whose outputs reach it, leaving out each stage's `after` needs (run first, not read)."""
+    by_name, found, todo = {s.name: s for s in profile.stages}, set(), [stage]
     while todo:
-        name = todo.pop()
-        if name not in found: found.add(name); todo += by_name[name].needs
+        s = todo.pop()
+        skip = set(stage_reads(s).after) if keyed else set()
+        for name in s.needs:
+            if name not in found and by_name[name].notebook not in skip: found.add(name); todo.append(by_name[name])
     return [s.name for s in profile.stages if s.name in found]
+
+def order_stages(profile: Profile, stage: Stage) -> list[str]:
+    "The stages `stage` runs after without reading them (its registry entry's `after`, among its needs)."
+    after = set(stage_reads(stage).after)
+    return [s.name for s in profile.stages if s.name in stage.needs and s.notebook in after]
 
 def notebook_path(profile: Profile, stage: Stage) -> Path:
     return profile.resolve(Path('nbs/stages') / f"{stage.notebook}.ipynb")
@@ -216,12 +226,12 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
     import rsi_repro
     run_dir, reads, nb = Path(run_dir or profile.run_dir), stage_reads(stage), notebook_path(profile, stage)
     upstream = {}
-    for name in upstream_stages(profile, stage):
+    for name in upstream_stages(profile, stage, keyed=True) + order_stages(profile, stage):
         m = (manifests or {}).get(name) or read_manifest(run_dir / name)
         if m is None and not missing_upstream:
             state = 'has not finished' if (run_dir / name / MARKER).exists() else 'has not run'
             raise StageFailed(f"stage '{stage.name}' needs stage '{name}', which {state} in {run_dir}")
-        upstream[name] = m['outputs_sha256'] if m else None
+        if name not in order_stages(profile, stage): upstream[name] = m['outputs_sha256'] if m else None
     pkg = Path(rsi_repro.__file__).parent
     return {'scheme': KEY_SCHEME, 'stage': to_dict(stage), 'notebook': sha256_file(nb),
             'sections': {s: fingerprint(getattr(profile, s)) for s in reads.sections},
@@ -323,7 +333,7 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
     return {'stage': stage.name, 'notebook': f"nbs/stages/{stage.notebook}.ipynb", 'root': os.path.abspath(root),
             'stage_dir': os.path.abspath(stage_dir), 'always': list(ALWAYS), 'sections': list(reads.sections),
             'modules': list(library_modules(notebook_path(profile, stage))), 'own': _forms(stage_dir),
-            'run_dirs': _forms(profile.run_dir), 'upstream': upstream_stages(profile, stage),
+            'run_dirs': _forms(profile.run_dir), 'upstream': upstream_stages(profile, stage, keyed=True),
             'data': sorted({f for p in data_paths(profile, reads) for f in _forms(p)}),
             'checked': _forms(root / 'data') + _forms(root / 'nbs'),
             'carried': [os.path.abspath(Path(stage_dir) / c) for c in carried], 'refusals': REFUSALS, 'used': USED,
@@ -547,10 +557,11 @@ def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequenc
             unfinished.add(stage.name)
             out.append(StagePlan(stage.name, 'wait', (f"{', '.join(waits)} runs for some arms only and stays unfinished",))); continue
         inputs = stage_inputs(profile, stage, cache=cache, missing_upstream=True, manifests=restored)
-        if absent := [u for u, v in inputs['upstream'].items() if v is None and u not in running]:
+        first = [u for u in order_stages(profile, stage) if u not in restored and read_manifest(profile.run_dir / u) is None]
+        if absent := [u for u, v in inputs['upstream'].items() if v is None and u not in running] + [u for u in first if u not in running]:
             out.append(StagePlan(stage.name, 'blocked', (f"needs {', '.join(absent)}, which has not run",))); continue
         reasons = _reasons(profile.run_dir / stage.name, inputs, sha256_json(inputs), 'all' in force or stage.name in force)
-        if reruns := [u for u in ups if u in running]:
+        if reruns := [u for u in upstream_stages(profile, stage, keyed=True) if u in running]:
             reasons = [f"upstream {', '.join(reruns)} reruns", *(r for r in reasons if r != RESTORE)]
         elif reasons == [RESTORE]:
             restored[stage.name] = read_manifest(previous_dir(profile.run_dir / stage.name))

@@ -157,12 +157,16 @@ class Decision:
     comparisons: dict   # instrument -> paired numbers
     results: tuple      # one dict per results file: instrument, role, path, sha256, time, source
     decided_at: str
+    post_hoc: tuple = ()  # why the verdict is not the pre-registered one (results older than the seal); empty: it is
+
+    @property
+    def preregistered(self) -> bool: return not self.post_hoc
 
     def to_dict(self) -> dict:
         return {"promote": self.promote, "incumbent": self.incumbent, "candidate": self.candidate,
                 "rule": self.rule, "rule_sha256": self.rule_sha256, "seal": self.seal,
                 "clauses": list(self.clauses), "comparisons": self.comparisons, "results": list(self.results),
-                "decided_at": self.decided_at}
+                "decided_at": self.decided_at, "preregistered": self.preregistered, "post_hoc": list(self.post_hoc)}
 
     def write(self, path) -> Path:
         return atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
@@ -198,8 +202,9 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
            candidate: Mapping,    # {instrument: ...} for the candidate, same prompts
            incumbent_name: str = "incumbent",
            candidate_name: str = "candidate",
+           post_hoc: bool = False,  # judge results that predate the seal too, the decision labelled post hoc with why
            ) -> Decision:
-    "Apply a sealed promotion rule to results produced after sealing; refuse anything else."
+    "Apply a sealed promotion rule to results produced after sealing; refuse anything else, or (`post_hoc`) label it."
     s = read_seal(seal_path)
     if s.rule_sha256 != rule.sha256:
         raise SealError(f"{seal_path}: the promotion rule changed since it was sealed at {s.sealed_at} "
@@ -210,17 +215,20 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
                for i in rule.instruments if i not in m]
     if missing:
         raise SealError(f"the rule reads instrument(s) {missing} but no outcome table was given for them")
-    results, tables = [], {}
+    results, tables, late = [], {}, []
+    def unsealed(why: str):
+        if not post_hoc: raise SealError(why)
+        late.append(why)
     for inst in rule.instruments:
         for role, m in (("incumbent", incumbent), ("candidate", candidate)):
             path, ckpt = _source(m[inst])
             rt = result_time(path)
             if rt["time_ns"] < s.sealed_at_ns:
-                raise SealError(f"{path}: these results existed at {rt['time']} ({rt['source']}), before the rule "
-                                f"was sealed at {s.sealed_at}; a seal newer than the results it judges is refused")
-            if rt["seal_sha256"] is not None and rt["seal_sha256"] != s.rule_sha256:
-                raise SealError(f"{path}: its manifest says it ran under seal {rt['seal_sha256'][:12]}, "
-                                f"not {s.rule_sha256[:12]}")
+                unsealed(f"{path}: these results existed at {rt['time']} ({rt['source']}), before the rule "
+                         f"was sealed at {s.sealed_at}; a seal newer than the results it judges is refused")
+            elif rt["seal_sha256"] is not None and rt["seal_sha256"] != s.rule_sha256:
+                unsealed(f"{path}: its manifest says it ran under seal {rt['seal_sha256'][:12]}, "
+                         f"not {s.rule_sha256[:12]}")
             results.append({"instrument": inst, "role": role, "checkpoint": ckpt, **rt})
             tables[(inst, role)] = load_outcomes(path, checkpoint=ckpt)
     comparisons = {i: paired_numbers(paired(tables[(i, "incumbent")], tables[(i, "candidate")])) for i in rule.instruments}
@@ -232,7 +240,7 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
     return Decision(promote=all(v["passed"] for v in verdicts), incumbent=incumbent_name, candidate=candidate_name,
                     rule=rule.to_dict(), rule_sha256=rule.sha256,
                     seal={"path": str(seal_path), "sealed_at": s.sealed_at, "rule_sha256": s.rule_sha256},
-                    clauses=tuple(verdicts), comparisons=comparisons, results=tuple(results),
+                    clauses=tuple(verdicts), comparisons=comparisons, results=tuple(results), post_hoc=tuple(late),
                     decided_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 # %% ../nbs/21_preregister.ipynb #c018

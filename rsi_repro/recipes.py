@@ -265,15 +265,18 @@ def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
     return {'pools': built, 'summary': summary, 'sha256': hashes, 'second_constraints': second}
 
 def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
-                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0]):
-    "Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json."
+                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0],
+                 allow_post_hoc: bool = True):
+    """Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json. Results
+    older than the seal (a rule re-sealed after the evaluation) give a decision labelled post hoc, or with
+    `allow_post_hoc=False` an error."""
     from rsi_repro.preregister import decide
     rule = profile.section('promotion')             # read once, when the profile loaded
     seal_path = seal_path or layout.seal_path(profile=profile)
     path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
     incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
     candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
-    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate)
+    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc)
     decision.write(Path(stage_dir) / DECISION_FILE)
     paired = decide_paired_read(profile, stage_dir, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
     return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,

@@ -258,8 +258,13 @@ def _decision_section(run_dir: Path, site: Path) -> str:
     rows = [{'clause': c['kind'], 'instrument': c['params'].get('instrument', ''), 'test': c['evidence'].get('test', ''),
              'value': c['evidence'].get('delta', c['evidence'].get('worst_delta', '')), 'passed': c['passed'], '_h': href}
             for c in d['clauses']]
+    late = d.get('post_hoc', [])
+    warning = ('' if not late else
+               f"<p class=no><b>Post hoc, not the pre-registered decision:</b> the rule was sealed at {html.escape(d['seal']['sealed_at'])}, "
+               f"after {len(late)} of the results it judges existed.</p><ul>" + ''.join(f"<li>{html.escape(w)}</li>" for w in late) + "</ul>")
     return (f"<h2 id=decision>The decision</h2><p>The sealed rule, applied to <b>{html.escape(d['candidate'])}</b> against "
-            f"<b>{html.escape(d['incumbent'])}</b>: {verdict} (<a href='{href}'>decision.json</a>, decided {html.escape(d['decided_at'])}).</p>"
+            f"<b>{html.escape(d['incumbent'])}</b>: {verdict}{' (post hoc)' if late else ''} (<a href='{href}'>decision.json</a>, "
+            f"decided {html.escape(d['decided_at'])}).</p>" + warning
             + html_table(rows, {'value': '_h', 'passed': '_h'}, 'decision'))
 
 # %% ../nbs/92_report.ipynb #c014e

@@ -94,3 +94,31 @@ def test_decide_stage_fails_when_the_rule_was_edited_after_its_results(tmp_path)
         _run("decide", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "decide"), run_dir=str(tmp_path),
              seal_path=str(seal_path), incumbent_outcomes=inc, candidate_outcomes=cand)
     assert not (tmp_path / "decide" / "decision.json").exists()
+
+
+def test_a_rule_resealed_after_its_results_gives_a_decision_labelled_post_hoc(tmp_path):
+    "Re-sealing after the evaluation: the decide stage applies the new rule and says, in decision.json, on its page and on the front page, that the verdict is post hoc."
+    import time
+    from rsi_repro.report import _decision_section
+    profile, seal_path = _profile(tmp_path, RULE), tmp_path / "promotion.seal.json"
+    _run("preregister", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "preregister"),
+         run_dir=str(tmp_path), seal_path=str(seal_path))
+    inc, cand = _outcomes(tmp_path)
+    time.sleep(0.05)          # file clocks tick every few ms: the new seal falls on a later tick than the results
+    edited = {**RULE, "clauses": [{**RULE["clauses"][0], "threshold": 0.5}, *RULE["clauses"][1:]]}
+    profile = _profile(tmp_path, edited)
+    _run("preregister", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "preregister"),
+         run_dir=str(tmp_path), seal_path=str(seal_path), replace_seal=True)
+    args = dict(profile_path=str(profile), stage_dir=str(tmp_path / "decide"), run_dir=str(tmp_path), seal_path=str(seal_path),
+                incumbent="stage3", candidate="stage4", incumbent_outcomes=inc, candidate_outcomes=cand)
+    with pytest.raises(pm.PapermillExecutionError, match="before the rule was sealed"):
+        _run("decide", tmp_path, **args, allow_post_hoc=False)
+    assert not (tmp_path / "decide" / "decision.json").exists()
+    out = _run("decide", tmp_path, **args)
+    d = json.loads((tmp_path / "decide" / "decision.json").read_text())
+    assert d["preregistered"] is False and len(d["post_hoc"]) == 4                  # 2 instruments x incumbent, candidate
+    assert all("before the rule was sealed" in why for why in d["post_hoc"])
+    assert d["promote"] is False and d["clauses"][0]["passed"] is False             # the new rule judged: 0.06 is not above 0.5
+    assert "POST HOC, not the pre-registered decision: 4 result file(s) predate the seal" in out.read_text()
+    page = _decision_section(tmp_path, tmp_path / "site")
+    assert "do not promote</span> (post hoc)" in page and "Post hoc, not the pre-registered decision" in page

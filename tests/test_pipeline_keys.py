@@ -62,19 +62,37 @@ def test_an_unchanged_run_reruns_nothing(finished):
     assert {p.action for p in steps.values()} == {'skip'} and steps['eval'].reasons == ('unchanged',)
 
 
-def test_changing_the_promotion_rule_reruns_what_reads_it_and_what_needs_the_seal(finished):
-    """The rule is read by preregister (which seals it) and decide (which applies it), and by nothing else: their keys
-    change. A new seal is new output of preregister, so the stages that need it rerun too: eval and eval_arms (an
-    evaluation must postdate the seal that judges it, or decide refuses it), then what reads their outcomes (grid,
-    pair_read) and the report. No training stage, serve, pools or soups reruns."""
+def test_changing_the_promotion_rule_reruns_exactly_preregister_decide_and_report(finished):
+    """The rule is read by preregister (which seals it) and decide (which applies it), and by nothing else; the report
+    reads decide. The evaluations run after preregister (their registry entry says `after`) but read none of it, so a
+    new seal reruns no evaluation: decide labels a verdict on results older than the seal post hoc instead."""
     _write(PROMOTION % 0.1)
     steps = _plan(finished)
     assert _reading(steps, 'promotion') == {'preregister', 'decide'}
     assert steps['preregister'].reasons == ('changed: profile section promotion',)
-    assert _running(steps) == {'preregister', 'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'report'}
-    assert steps['eval'].reasons == ('upstream preregister reruns',)
-    assert steps['report'].reasons[0].startswith('upstream preregister, eval, eval_arms, decide, grid, pair_read reruns')
-    assert {s for s, p in steps.items() if p.action == 'skip'} == TRAINING | {'serve', 'pools', 'soups'}
+    assert _running(steps) == {'preregister', 'decide', 'report'}
+    assert steps['report'].reasons[0].startswith('upstream preregister, decide reruns')
+    assert {s for s, p in steps.items() if p.action == 'skip'} == set(steps) - {'preregister', 'decide', 'report'}
+    prof = load_profile(finished)
+    eval_stage = next(s for s in prof.stages if s.name == 'eval')
+    assert 'preregister' in eval_stage.needs and pl.order_stages(prof, eval_stage) == ['preregister']
+    assert 'preregister' not in pl.stage_inputs(prof, eval_stage)['upstream']
+    grid = next(s for s in prof.stages if s.name == 'grid')        # nor does it reach them through the evaluations
+    assert 'preregister' in pl.upstream_stages(prof, grid) and 'preregister' not in pl.upstream_stages(prof, grid, keyed=True)
+
+
+def test_an_evaluation_still_waits_for_the_seal(finished):
+    "`after` orders: with no finished preregister stage, the evaluations are blocked, and run_stage refuses them by name."
+    prof = load_profile(finished)
+    shutil.rmtree(prof.run_dir / 'preregister')
+    steps = _plan(finished)
+    assert steps['preregister'].action == 'run'
+    assert steps['eval'].action == 'skip'           # its key does not read the seal: planned after preregister, unchanged
+    eval_stage = next(s for s in prof.stages if s.name == 'eval')
+    with pytest.raises(pl.StageFailed, match="stage 'eval' needs stage 'preregister', which has not run"):
+        pl.stage_inputs(prof, eval_stage)
+    steps = _plan(finished, only=['eval'])            # preregister not selected and never run: eval cannot start
+    assert steps['eval'].action == 'blocked' and steps['eval'].reasons == ('needs preregister, which has not run',)
 
 
 def test_changing_one_instrument_reruns_the_evaluations_not_training(finished):
@@ -121,8 +139,9 @@ def test_dry_run_on_the_command_line_prints_each_stage_and_runs_nothing(finished
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.splitlines()
-    assert lines[0].startswith(f'dry run of {finished}') and lines[-1] == '7 stage(s) would run, 7 unchanged'
+    assert lines[0].startswith(f'dry run of {finished}') and lines[-1] == '3 stage(s) would run, 11 unchanged'
     assert any(l.split()[:3] == ['preregister', 'run', 'changed:'] for l in lines)
+    assert any(l.split()[:3] == ['eval', 'skip', 'unchanged'] for l in lines)
     assert any(l.split()[:2] == ['sft', 'skip'] for l in lines)
     assert {p: p.stat().st_mtime_ns for p in load_profile(finished).run_dir.rglob('*')} == before
 
