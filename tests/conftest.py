@@ -11,6 +11,7 @@ os.environ.setdefault('TOKENIZERS_PARALLELISM', 'false')
 def pytest_configure(config):
     config.addinivalue_line('markers', 'gpu: needs a CUDA GPU (skipped on CPU)')
     config.addinivalue_line('markers', 'slow: a pipeline run of more than a few seconds')
+    config.addinivalue_line('markers', 'study: reads the finished demo run (make test-study runs the demo first)')
 
 def pytest_collection_modifyitems(config, items):
     try:
