@@ -86,7 +86,7 @@ def seal(rule: PromotionRule,   # the validated rule
             raise SealError(f"{seal_path}: a different rule was sealed at {old.sealed_at} (sha256 {old.rule_sha256[:12]}); "
                             "to re-seal, set the preregister stage's parameter replace_seal to true (in the profile: "
                             "`params: {replace_seal: true}` on its entry under `stages`; by hand: papermill -p replace_seal True; "
-                            "from Python: seal(..., replace=True)), which invalidates every result produced before now")
+                            "from Python: seal(..., replace=True)), after which a decision on results produced before now is post hoc")
     seal_path.parent.mkdir(parents=True, exist_ok=True)
     ns = _fs_now_ns(seal_path.parent)
     rec = {"version": SEAL_VERSION, "rule_sha256": rule.sha256, "sealed_at": _iso(ns), "sealed_at_ns": ns,
@@ -217,7 +217,8 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
         raise SealError(f"the rule reads instrument(s) {missing} but no outcome table was given for them")
     results, tables, late = [], {}, []
     def unsealed(why: str):
-        if not post_hoc: raise SealError(why)
+        if not post_hoc: raise SealError(f"{why}; a seal newer than the results it judges is refused (post_hoc=True, or the "
+                                         "decide stage's allow_post_hoc, labels the decision post hoc instead)")
         late.append(why)
     for inst in rule.instruments:
         for role, m in (("incumbent", incumbent), ("candidate", candidate)):
@@ -225,7 +226,7 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
             rt = result_time(path)
             if rt["time_ns"] < s.sealed_at_ns:
                 unsealed(f"{path}: these results existed at {rt['time']} ({rt['source']}), before the rule "
-                         f"was sealed at {s.sealed_at}; a seal newer than the results it judges is refused")
+                         f"was sealed at {s.sealed_at}")
             elif rt["seal_sha256"] is not None and rt["seal_sha256"] != s.rule_sha256:
                 unsealed(f"{path}: its manifest says it ran under seal {rt['seal_sha256'][:12]}, "
                          f"not {s.rule_sha256[:12]}")
