@@ -2,7 +2,7 @@
 
     python benchmarks/generation.py                       # CPU, the tiny base
     python benchmarks/generation.py --model random-1b     # GPU, a ~1B-parameter random-initialised Llama
-    python benchmarks/generation.py --shape qwen3-moe-30b-a3b --backends hf vllm vllm-not-invariant --out F   # GPU, the card's shapes
+    python benchmarks/generation.py --shape qwen3-moe-30b-a3b --backends hf vllm-invariant vllm-not-invariant --out F   # GPU, the card's shapes
 
 With --shape (a model shape of `benchmarks/shapes.py`, random weights, bf16), the library's two backends are timed one
 after the other in one run, on the same prompts (--batches of --prompt-tokens random token ids) and the same budget
@@ -10,7 +10,8 @@ after the other in one run, on the same prompts (--batches of --prompt-tokens ra
   hf                  rsi_repro.generate's HFBackend (transformers `generate`, batches of the whole --batches size)
   vllm                rsi_repro.generate's VLLMBackend: `vllm.LLM` built by `vllm_engine_args` from the nemotron profile's
                       serving.vllm settings (batch_invariant included), `load_format='dummy'` (random weights, no checkpoint)
-  vllm-not-invariant  the same with batch_invariant off: what the profile's batch invariance costs
+  vllm-not-invariant  the same with batch invariance off, vllm-invariant with it on, whatever the profile says: what
+                      batch invariance costs (vLLM refuses it for Mamba-2 layers, so not on Nemotron-H)
 Each vLLM variant runs in its own process (an engine keeps its GPU memory until its process ends), after the HF model is freed.
 Each batch size runs --repeats times in one vLLM engine, the last run the rate (the first pays for compiles and warm-up);
 HF compiles nothing, so after one untimed short batch each size runs once. A backend's runs are kept as they finish.
@@ -65,15 +66,14 @@ def plain(model, tok, rendered, max_new, batch, stops):
     return n_out
 
 
-SHAPE_BACKENDS = ('hf', 'vllm', 'vllm-not-invariant')
+SHAPE_BACKENDS = ('hf', 'vllm', 'vllm-not-invariant', 'vllm-invariant')
 
 
 def shape_folder(shape: str, work: Path) -> tuple[str, Path]:
     "The shape's config (with a KV cache, no end-of-sequence id: every row runs to its budget) in a folder vLLM can load."
     sys.path.insert(0, str(ROOT / 'benchmarks'))
-    from shapes import build_config
+    from shapes import SHAPES, build_config
     tok = load_tokenizer(ModelRef(str(ROOT / 'data/tiny_base')))
-    from shapes import SHAPES
     arch, config = build_config(shape, tok, use_cache=True)
     config.eos_token_id = None
     config.architectures = SHAPES[shape][1]['architectures']     # without it vLLM serves the model as a pooling (embedding) model
@@ -91,7 +91,8 @@ def shape_serving(a):
     "The nemotron profile's serving settings, with this benchmark's lengths and the batch each run uses."
     from rsi_repro.config import load_profile
     serving = load_profile(ROOT / 'configs/nemotron.yaml').serving
-    vllm = replace(serving.vllm, batch_invariant=serving.vllm.batch_invariant and a.backend != 'vllm-not-invariant')
+    invariant = {'vllm-not-invariant': False, 'vllm-invariant': True}.get(a.backend, serving.vllm.batch_invariant)
+    vllm = replace(serving.vllm, batch_invariant=invariant)
     return replace(serving, max_input_tokens=a.prompt_tokens, max_new_tokens=a.new_tokens, batch_size=max(a.batches), vllm=vllm)
 
 
@@ -122,7 +123,6 @@ def run_backend(a) -> dict:
     prompts = shape_prompts(max(a.batches), a.prompt_tokens, shape_vocab(a.shape))
     t0 = time.perf_counter()
     if a.backend == 'hf':
-        sys.path.insert(0, str(ROOT / 'benchmarks'))
         from transformers import AutoConfig, AutoModelForCausalLM
         config = AutoConfig.from_pretrained(folder)
         torch.manual_seed(0)
@@ -190,7 +190,9 @@ def shape_rates(doc) -> dict[str, dict]:
                f"rsi_repro.generate's VLLMBackend (vLLM {m['versions'].get('vllm')}, load_format='dummy', batch invariance "
                f"{'on' if inv else 'off'}, the nemotron profile's other serving.vllm settings)")
         for bs, v in entry['rate'].items():
-            out[f"generate.{kind}.b{bs}.{ESTIMATE_SHAPES[shape]}"] = {
+            key = f"generate.{kind}.b{bs}.{ESTIMATE_SHAPES[shape]}"
+            if key in out: raise ValueError(f"two backends of this file give {key}; keep one of them (their batch invariance is the same)")
+            out[key] = {
                 'value': v, 'unit': 'output tokens/s',
                 'what': (f"{how}, {SHAPE_WORDS[shape]} with random weights in bf16, {bs} prompts of {m['prompt_tokens']} random "
                          f"tokens, {m['new_tokens']} new tokens each, greedy; the last of the runs at this size; one {m['device']}; "

@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv > "$OUT/
 case "$1" in
 generation)
   # vLLM 0.26 refuses batch invariance for Mamba-2 layers, so Nemotron-H runs only without it; then the teacher part on GPU 1
-  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/generation.py --shape qwen3-moe-30b-a3b --backends vllm hf vllm-not-invariant \
+  CUDA_VISIBLE_DEVICES=0 python3 benchmarks/generation.py --shape qwen3-moe-30b-a3b --backends vllm-invariant hf vllm-not-invariant \
     --backend-timeout "${BACKEND_TIMEOUT:-185}" --out "$OUT/generation_qwen3-moe-30b-a3b.json" > "$OUT/generation_qwen3-moe-30b-a3b.log" 2>&1 &
   ( CUDA_VISIBLE_DEVICES=1 python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant hf \
       --backend-timeout "${BACKEND_TIMEOUT:-185}" --out "$OUT/generation_nemotron-h-31b.json" > "$OUT/generation_nemotron-h-31b.log" 2>&1
