@@ -225,13 +225,13 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
     run (`missing_upstream`) and says which manifests upstream stages will have (`manifests`)."""
     import rsi_repro
     run_dir, reads, nb = Path(run_dir or profile.run_dir), stage_reads(stage), notebook_path(profile, stage)
-    upstream = {}
-    for name in upstream_stages(profile, stage, keyed=True) + order_stages(profile, stage):
+    upstream, first = {}, order_stages(profile, stage)
+    for name in upstream_stages(profile, stage, keyed=True) + first:
         m = (manifests or {}).get(name) or read_manifest(run_dir / name)
         if m is None and not missing_upstream:
             state = 'has not finished' if (run_dir / name / MARKER).exists() else 'has not run'
             raise StageFailed(f"stage '{stage.name}' needs stage '{name}', which {state} in {run_dir}")
-        if name not in order_stages(profile, stage): upstream[name] = m['outputs_sha256'] if m else None
+        if name not in first: upstream[name] = m['outputs_sha256'] if m else None
     pkg = Path(rsi_repro.__file__).parent
     return {'scheme': KEY_SCHEME, 'stage': to_dict(stage), 'notebook': sha256_file(nb),
             'sections': {s: fingerprint(getattr(profile, s)) for s in reads.sections},

@@ -162,6 +162,14 @@ class Decision:
     @property
     def preregistered(self) -> bool: return not self.post_hoc
 
+    def headline(self) -> str:
+        "The verdict in a line, and when it is post hoc, why, one result file a line."
+        line = (f"{'PROMOTE' if self.promote else 'KEEP'} {self.candidate} over {self.incumbent}: rule {self.rule_sha256[:12]}, "
+                f"sealed {self.seal['sealed_at']}")
+        if self.preregistered: return line
+        return '\n  '.join([f"{line}\nPOST HOC, not the pre-registered decision: {len(self.post_hoc)} result file(s) predate the seal:",
+                             *self.post_hoc])
+
     def to_dict(self) -> dict:
         return {"promote": self.promote, "incumbent": self.incumbent, "candidate": self.candidate,
                 "rule": self.rule, "rule_sha256": self.rule_sha256, "seal": self.seal,
