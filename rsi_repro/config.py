@@ -18,10 +18,11 @@ from .typed import ProfileError, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving',
-           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage',
-           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile',
-           'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'fingerprint', 'rooted']
+           'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
+           'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
+           'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
+           'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
+           'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -88,6 +89,7 @@ def check_decoding(s, where: str, p: str) -> None:
 # %% ../nbs/00_config.ipynb #c012
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
 LORA_COMPUTE = ('fp32', 'bf16')
+PARALLEL = ('ddp', 'fsdp2')     # how a training step is spread over several GPUs
 
 @dataclass(frozen=True)
 class Lora:
@@ -122,9 +124,11 @@ class Optim:
     length_grouping: bool = False       # micro-batches of similar lengths within each optimiser step
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
+    parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
+        one_of(where, f"{p}.parallel", self.parallel, PARALLEL)
         for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len'): positive(where, f"{p}.{k}", getattr(self, k))
         if (self.steps is None) == (self.epochs is None):
             raise ProfileError(where, p, "set exactly one of steps or epochs")
@@ -327,6 +331,18 @@ class Stage:
     params: dict[str, Any] = field(default_factory=dict)
     takes_arms: bool = False             # `rsi-repro run --arm NAME` narrows this stage to the named arms
 
+# %% ../nbs/00_config.ipynb #c016f
+@dataclass(frozen=True)
+class Compute:
+    "How many processes a stage uses (every visible GPU unless capped); how fast, never what: in no stage's key."
+    max_gpus: Optional[int] = None      # null: every GPU the stage sees
+    cpu_processes: int = 1              # without a GPU: training ranks (gloo) and generation workers
+    env: dict[str, str] = field(default_factory=dict)   # set in every process a stage starts (e.g. NCCL_NVLS_ENABLE: "0")
+    def validate(self, where, p):
+        if self.max_gpus is not None: positive(where, f"{p}.max_gpus", self.max_gpus)
+        positive(where, f"{p}.cpu_processes", self.cpu_processes)
+
+
 # %% ../nbs/00_config.ipynb #c016c
 @dataclass(frozen=True)
 class Profile:
@@ -345,6 +361,7 @@ class Profile:
     soups: Optional[Soups] = None
     promotion: Optional[PromotionRule] = None               # read by rsi_repro.promotion
     evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
+    compute: Compute = field(default_factory=Compute)       # how many processes, not what they compute: in no stage's key
     path: str = field(default='', compare=False)
     root: str = field(default='.', compare=False)
 
