@@ -416,6 +416,10 @@ def check_vllm_ranks(profile: Profile, where: str) -> None:
             raise ProfileError(where, f"{name}.lora.r", f"rank {r} cannot be served by vLLM (serving.vllm.max_lora_rank: "
                                f"{s.vllm.max_lora_rank}; servable ranks {', '.join(map(str, VLLM_LORA_RANKS))}); "
                                "set serving.merge_lora: true to merge each adapter into the base before serving")
+        if profile.base.dtype == 'float32':     # vLLM's LoRA kernels take 16-bit weights only (seen at engine start)
+            raise ProfileError(where, 'base.dtype', f"vLLM serves {name}'s LoRA adapter only on a float16 or bfloat16 base, not "
+                               "float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge each adapter first")
+
 
 # %% ../nbs/00_config.ipynb #c018
 def project_root(start: Path) -> Path:

@@ -203,7 +203,11 @@ def vllm_lora_plan(model: ModelRef, max_lora_rank: int) -> str:
     "'none', 'lora' or 'merge': how vLLM will serve this checkpoint, or a clear error if it cannot."
     if not model.adapter: return 'none'
     r = adapter_rank(model.adapter)
-    if r in VLLM_LORA_RANKS and r <= max_lora_rank and not model.merge: return 'lora'
+    if r in VLLM_LORA_RANKS and r <= max_lora_rank and not model.merge:
+        if model.dtype == 'float32':       # vLLM 0.26's LoRA kernels assert a 16-bit weight at engine start
+            raise ValueError(f"{model.adapter}: vLLM serves a LoRA adapter only on a float16 or bfloat16 base, and this base "
+                             f"is float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge it into the base first")
+        return 'lora'
     if model.merge: return 'merge'
     raise ValueError(f"{model.adapter}: LoRA rank r={r} cannot be served by vLLM (servable ranks: "
                      f"{', '.join(map(str, VLLM_LORA_RANKS))}, profile max_lora_rank={max_lora_rank}); "

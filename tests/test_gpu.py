@@ -69,7 +69,7 @@ def test_vllm_in_an_engine_process_matches_transformers_greedy_and_frees_the_gpu
 def test_vllm_serves_a_servable_rank_as_lora_and_an_unservable_one_merged(tmp_path):
     from rsi_repro.generate import ModelRef, generate, release_engines, vllm_lora_plan
     base = str(ROOT / 'data/tiny_base')
-    lora = ModelRef(base, adapter=str(adapter(tmp_path, 16)))
+    lora = ModelRef(base, adapter=str(adapter(tmp_path, 16)), dtype='bfloat16')    # vLLM's LoRA kernels take 16-bit weights
     assert vllm_lora_plan(lora, 64) == 'lora'
     a = generate(requests(8), lora, serving(backend='vllm'), tmp_path / 'lora', progress=False)
     b = generate(requests(8), lora, serving(backend='hf'), tmp_path / 'hf', progress=False)

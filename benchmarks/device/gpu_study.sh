@@ -24,6 +24,7 @@ wait)  for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ -f /tmp/study.done ] && b
        cp -r /tmp/study_out/. "${OUT:-/tmp/out}/" 2>/dev/null; grep -v "^\[IPKernelApp\]" /tmp/study.log | tail -n 40; exit 0 ;;
 esac
 export PYTHONPATH=/tmp/vllm_site:/tmp/site:$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export JUPYTER_PATH=/tmp/site/share/jupyter     # nbconvert's templates, installed with the wheels under --target
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast on shared hosts
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 kernel() { [ -d ~/.local/share/jupyter/kernels/python3 ] || python3 -m ipykernel install --user --name python3 > /dev/null; }
