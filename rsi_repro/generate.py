@@ -221,6 +221,7 @@ def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
         net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
     return ModelRef(base=str(out), dtype=model.dtype)
 
+# %% ../nbs/03_generate.ipynb #c014x
 def _text_config(model: ModelRef):
     from transformers import AutoConfig
     cfg = AutoConfig.from_pretrained(model.base, revision=model.revision)
@@ -325,6 +326,7 @@ def _serve_engine(conn, gpu: str | None, env: dict) -> None:
         except Exception as e:
             conn.send(('error', f"{type(e).__name__}: {e}"))
 
+# %% ../nbs/03_generate.ipynb #c014y
 class EngineWorker:
     "A child process holding one generation engine on one device (a GPU, or the CPU)."
     def __init__(self, gpu: str | None):
@@ -366,7 +368,6 @@ class EngineWorker:
             if self.proc.is_alive(): self.proc.kill(); self.proc.join()
         self.conn.close()
 
-
 # %% ../nbs/03_generate.ipynb #c014g
 _WORKERS: dict[tuple, list[EngineWorker]] = {}       # devices -> the live engines of this process
 
@@ -385,7 +386,7 @@ def release_engines() -> None:
         for w in workers: w.close()
     _WORKERS.clear()
 
-
+# %% ../nbs/03_generate.ipynb #c014z
 class SpreadBackend:
     "A generation backend whose calls run on engines in child processes, one per device; shards go to whichever is free."
     def __init__(self, model: ModelRef, serving: Serving, backend: str, work_dir: str | Path | None, procs: Processes):
@@ -431,7 +432,6 @@ def make_backend(model: ModelRef, serving: Serving, backend: str | None = None, 
     backend, procs = backend or serving.backend, procs or processes()
     if procs.elsewhere or (backend == 'vllm' and procs.gpus): return SpreadBackend(model, serving, backend, work_dir, procs)
     return BACKENDS[backend](model, serving, work_dir=work_dir)
-
 
 # %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')

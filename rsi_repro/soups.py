@@ -14,7 +14,7 @@ from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors',
-           'SoupMethod', 'soup_method', 'check_parents', 'pad_to_rank', 'make_soups', 'write_soup_evidence',
+           'SoupMethod', 'soup_method', 'pad_to_rank', 'check_parents', 'make_soups', 'write_soup_evidence',
            'soup_report', 'layer_errors', 'degeneracy']
 
 # %% ../nbs/51_soups.ipynb #c005
@@ -80,21 +80,7 @@ def soup_method(name: str) -> SoupMethod:
     if name not in SOUP_METHODS: raise KeyError(f"unknown soup method {name!r}; known: {', '.join(SOUP_METHODS)}")
     return SOUP_METHODS[name]
 
-# %% ../nbs/51_soups.ipynb #c009
-def check_parents(parents: Mapping[str, str | Path]) -> dict:
-    "The parents' common adapter settings, or an error naming the parent that differs."
-    if len(parents) < 2: raise ValueError(f"a soup needs at least two parents, got {list(parents)}")
-    cfgs = {n: json.loads((Path(p) / 'adapter_config.json').read_text()) for n, p in parents.items()}
-    first_name, first = next(iter(cfgs.items()))
-    for n, c in cfgs.items():
-        for k in ('r', 'lora_alpha', 'base_model_name_or_path'):
-            if c.get(k) != first.get(k): raise ValueError(f"parent {n!r} has {k}={c.get(k)!r}, parent {first_name!r} {first.get(k)!r}")
-        if set(c['target_modules']) != set(first['target_modules']):
-            raise ValueError(f"parent {n!r} wraps {sorted(c['target_modules'])}, parent {first_name!r} {sorted(first['target_modules'])}")
-        if c.get('use_rslora'):
-            raise ValueError(f"parent {n!r} uses rsLoRA: PEFT 0.21 over-scales combined rsLoRA adapters by √rank; refused")
-    return {'r': first['r'], 'lora_alpha': first['lora_alpha'], 'target_modules': sorted(first['target_modules'])}
-
+# %% ../nbs/51_soups.ipynb #c009p
 def pad_to_rank(net, adapter: str, r: int) -> int:
     """Zero-pad an adapter's factors to rank r in the layers whose SVD gave fewer components (a layer narrower than r,
     as on a small base with the card's r=768): B·A is unchanged, and every layer's factors have the rank its config
@@ -110,6 +96,21 @@ def pad_to_rank(net, adapter: str, r: int) -> int:
             b.data = torch.cat([b.data, b.data.new_zeros(b.shape[0], r - k)], dim=1)
             padded += 1
     return padded
+
+# %% ../nbs/51_soups.ipynb #c009
+def check_parents(parents: Mapping[str, str | Path]) -> dict:
+    "The parents' common adapter settings, or an error naming the parent that differs."
+    if len(parents) < 2: raise ValueError(f"a soup needs at least two parents, got {list(parents)}")
+    cfgs = {n: json.loads((Path(p) / 'adapter_config.json').read_text()) for n, p in parents.items()}
+    first_name, first = next(iter(cfgs.items()))
+    for n, c in cfgs.items():
+        for k in ('r', 'lora_alpha', 'base_model_name_or_path'):
+            if c.get(k) != first.get(k): raise ValueError(f"parent {n!r} has {k}={c.get(k)!r}, parent {first_name!r} {first.get(k)!r}")
+        if set(c['target_modules']) != set(first['target_modules']):
+            raise ValueError(f"parent {n!r} wraps {sorted(c['target_modules'])}, parent {first_name!r} {sorted(first['target_modules'])}")
+        if c.get('use_rslora'):
+            raise ValueError(f"parent {n!r} uses rsLoRA: PEFT 0.21 over-scales combined rsLoRA adapters by √rank; refused")
+    return {'r': first['r'], 'lora_alpha': first['lora_alpha'], 'target_modules': sorted(first['target_modules'])}
 
 def make_soups(base: str,                          # the base model folder or hub id
                parents: Mapping[str, str | Path],  # parent name -> adapter folder
