@@ -11,9 +11,9 @@ from typing import Iterable, Iterator, Optional
 
 # %% auto #0
 __all__ = ['VERSIONED', 'PROJECT_MARK', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json',
-           'atomic_write_text', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file',
-           'sha256_files', 'package_versions', 'library_root', 'library_sha256', 'package_data', 'find_root',
-           'portable', 'from_root']
+           'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json',
+           'sha256_file', 'sha256_files', 'package_versions', 'library_root', 'library_sha256', 'package_data',
+           'find_root', 'portable', 'from_root']
 
 # %% ../nbs/00a_io.ipynb #c004
 class DataError(ValueError):
@@ -77,6 +77,13 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
     return path
+
+def publishable(folder: str | Path) -> None:
+    "Make a folder readable by another user (a web server, a colleague, an archive): files 0644, folders 0755."
+    folder = Path(folder)
+    os.chmod(folder, 0o755)
+    for p in folder.rglob('*'):
+        if not p.is_symlink(): os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     "Write rows as JSONL, atomically."
