@@ -10,10 +10,34 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['VERSIONED', 'PROJECT_MARK', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json',
-           'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json',
-           'sha256_file', 'sha256_files', 'package_versions', 'library_root', 'library_sha256', 'package_data',
-           'find_root', 'portable', 'from_root']
+__all__ = ['PROJECT_MARK', 'VERSIONED', 'find_root', 'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl',
+           'read_text', 'read_json', 'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json', 'sha256_text',
+           'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root', 'library_sha256',
+           'package_data']
+
+# %% ../nbs/00a_io.ipynb #c005f
+PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
+
+def find_root(start: str | Path) -> Optional[Path]:
+    "The nearest folder at or above `start` holding settings.ini (as spelt, else with links resolved); None outside a project."
+    for form in (Path(os.path.abspath(start)), Path(start).resolve()):
+        if root := next((d for d in [form, *form.parents] if (d / PROJECT_MARK).is_file()), None): return root
+    return None
+
+def portable(path: str | Path) -> str:
+    "A path as an output records it: from the project root when it lies in one, else as given."
+    p = Path(path)
+    if not p.is_absolute(): return p.as_posix()
+    root = find_root(p)
+    for form in (Path(os.path.abspath(p)), p.resolve()):
+        if root is not None and form.is_relative_to(root): return form.relative_to(root).as_posix()
+    return str(p)
+
+def from_root(recorded: str | Path, near: str | Path) -> Path:
+    "A path an output recorded, as a path: a relative one is from the project root of `near` (the file that recorded it)."
+    p = Path(recorded)
+    root = None if p.is_absolute() else find_root(near)
+    return root / p if root is not None else p
 
 # %% ../nbs/00a_io.ipynb #c004
 class DataError(ValueError):
@@ -53,17 +77,17 @@ def read_jsonl(path: str | Path) -> list[dict]:
 def read_text(path: str | Path, error: type = DataError) -> str:
     "A text file's contents, strictly UTF-8: a bad byte is an error naming the file, its 1-based line and column."
     path = Path(path)
-    if not path.is_file(): raise error(f"{path}: file not found")
+    if not path.is_file(): raise error(f"{portable(path)}: file not found")
     raw = path.read_bytes()
     try: return raw.decode('utf-8')
     except UnicodeDecodeError as e:
         line = raw.count(b'\n', 0, e.start) + 1
-        return utf8(raw, f"{path}:{line}", error)          # raises, naming the line
+        return utf8(raw, f"{portable(path)}:{line}", error)          # raises, naming the line
 
 def read_json(path: str | Path, error: type = DataError):
     "A JSON file; text that is not JSON is an error naming the file, the 1-based line and the column."
     try: return json.loads(read_text(path, error))
-    except json.JSONDecodeError as e: raise error(f"{path}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+    except json.JSONDecodeError as e: raise error(f"{portable(path)}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
 
 # %% ../nbs/00a_io.ipynb #c004d
 def atomic_write_text(path: str | Path, text: str) -> Path:
@@ -143,27 +167,3 @@ def library_sha256(patterns: Iterable[str] = ('**/*.py',)) -> str:
 def package_data(*parts: str) -> Path:
     "A file or folder of the data the package itself ships (`rsi_repro/data/`: pool subjects and templates, prompt sets, claims)."
     return library_root().joinpath('data', *parts)
-
-# %% ../nbs/00a_io.ipynb #c005f
-PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
-
-def find_root(start: str | Path) -> Optional[Path]:
-    "The nearest folder at or above `start` holding settings.ini (as spelt, else with links resolved); None outside a project."
-    for form in (Path(os.path.abspath(start)), Path(start).resolve()):
-        if root := next((d for d in [form, *form.parents] if (d / PROJECT_MARK).is_file()), None): return root
-    return None
-
-def portable(path: str | Path) -> str:
-    "A path as an output records it: from the project root when it lies in one, else as given."
-    p = Path(path)
-    if not p.is_absolute(): return p.as_posix()
-    root = find_root(p)
-    for form in (Path(os.path.abspath(p)), p.resolve()):
-        if root is not None and form.is_relative_to(root): return form.relative_to(root).as_posix()
-    return str(p)
-
-def from_root(recorded: str | Path, near: str | Path) -> Path:
-    "A path an output recorded, as a path: a relative one is from the project root of `near` (the file that recorded it)."
-    p = Path(recorded)
-    root = None if p.is_absolute() else find_root(near)
-    return root / p if root is not None else p

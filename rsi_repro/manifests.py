@@ -119,7 +119,7 @@ def verify_run(run_dir: str | Path) -> Verification:
     problems, stages, files, seals, cache, manifests = [], [], 0, [], {}, {}
     for d in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith('.') and (p / MANIFEST).is_file()):
         try: manifests[d] = m = read_manifest(d)
-        except DataError as e: problems.append((d / MANIFEST, str(e).split(': ', 1)[-1])); continue
+        except DataError as e: problems.append((d / MANIFEST, f"line {str(e).rsplit('.json:', 1)[-1]}")); continue   # its line, what is wrong
         problems += stage_problems(d, m, cache); stages.append(d.name); files += len(m.get('outputs') or {})
     for d, m in manifests.items():
         if (d / SEAL_FILE).is_file(): problems += _seal_problems(d / SEAL_FILE, m); seals.append(read_json(d / SEAL_FILE).get('rule_sha256', '?'))
