@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import hashlib, json, os
+import hashlib, json, os, re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -159,9 +159,11 @@ def portable_base_name(adapter: str | Path) -> None:
     "Name the base in an adapter's own files (PEFT's adapter_config.json and model card) from the project root, as every output names a path."
     adapter = Path(adapter); cfg_path = adapter / 'adapter_config.json'
     cfg = json.loads(cfg_path.read_text()); name = cfg.get('base_model_name_or_path')
-    if not name or not Path(name).is_absolute(): return
-    atomic_write_text(cfg_path, json.dumps({**cfg, 'base_model_name_or_path': portable(name)}, indent=2, sort_keys=True) + '\n')
-    if (card := adapter / 'README.md').exists(): atomic_write_text(card, card.read_text().replace(name, portable(name)))
+    if name and Path(name).is_absolute():
+        atomic_write_text(cfg_path, json.dumps({**cfg, 'base_model_name_or_path': portable(name)}, indent=2, sort_keys=True) + '\n')
+    if (card := adapter / 'README.md').exists():       # PEFT's card names the loaded base, which a warm start's config may not
+        lines = card.read_text().splitlines(keepends=True)
+        atomic_write_text(card, ''.join(re.sub(r"/[^\s'\"]+", lambda m: portable(m.group(0)), l) if 'base_model' in l else l for l in lines))
 
 # %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):

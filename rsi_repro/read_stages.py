@@ -139,7 +139,7 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
         if inst not in ev.INSTRUMENTS: raise KeyError(f"unknown instrument {inst!r}; known: {list(ev.INSTRUMENTS)}")
         outcomes, summary = ev.INSTRUMENTS[inst].run(profile, ck, Path(out_dir) / name)
         paths = ev.write_result(out_dir, name, inst, outcomes, summary, {'checkpoint': name, 'instrument': inst,
-                                'identity': ck.identity, 'adapter': str(adapter), 'n': len(outcomes)})
+                                'identity': ck.identity, 'adapter': portable(adapter), 'n': len(outcomes)})
         results[inst] = (load_outcomes(paths['outcomes'], name), summary)
     return results, ck
 
