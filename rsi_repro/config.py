@@ -187,8 +187,7 @@ class DPOArm:
     name: str                            # its folder: <dpo stage>/arms/<name>
     beta: float
     lr: float
-    def validate(self, where, p):
-        a_name(where, f"{p}.name", self.name); positive(where, f"{p}.beta", self.beta); positive(where, f"{p}.lr", self.lr)
+    def validate(self, where, p): a_name(where, f"{p}.name", self.name); positive(where, f"{p}.beta", self.beta); positive(where, f"{p}.lr", self.lr)
 
 @dataclass(frozen=True)
 class DPOStage:
@@ -205,8 +204,7 @@ class DPOStage:
     def validate(self, where, p):
         positive(where, f"{p}.nll_weight", self.nll_weight, allow_zero=True)
         if not 0 <= self.max_tool_leak_rate <= 1: raise ProfileError(where, f"{p}.max_tool_leak_rate", f"must be in [0, 1], got {self.max_tool_leak_rate}")
-        names = [a.name for a in self.grid]
-        if not names or len(set(names)) != len(names): raise ProfileError(where, f"{p}.grid", "expected arms with distinct names")
+        if not self.grid or len({a.name for a in self.grid}) != len(self.grid): raise ProfileError(where, f"{p}.grid", "expected arms with distinct names")
 
 @dataclass(frozen=True)
 class Sampling:

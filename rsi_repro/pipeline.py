@@ -51,7 +51,8 @@ def _holder(path: Path) -> Optional[dict]:
     "Who holds the lock at `path`; None when nobody does (no lock, or its process is gone)."
     try: held = json.loads(path.read_text())
     except FileNotFoundError: return None
-    except ValueError:         # being written this instant, or garbage a crash left
+    except ValueError: held = None
+    if not isinstance(held, dict) or not {'pid', 'host', 'started'} <= set(held):   # being written this instant, or garbage a crash left
         return {'pid': '?', 'host': '?', 'started': 'just now'} if time.time() - path.stat().st_mtime < 10 else None
     if held.get('host') != socket.gethostname(): return held
     try: os.kill(int(held['pid']), 0)
@@ -460,6 +461,7 @@ def prepare_folder(stage_dir: Path, key: str, reads: Reads, fresh: bool = False,
                                                       'started': datetime.now(timezone.utc).isoformat(timespec='seconds')}))
     return carried
 
+# %% ../nbs/90_pipeline.ipynb #f002b
 def restore_folder(stage_dir: Path) -> None:
     "Put the previous finished run back in place of an unfinished one, with the files the unfinished run had taken from it."
     stage_dir, prev = Path(stage_dir), previous_dir(stage_dir)
@@ -477,7 +479,8 @@ def finish_folder(stage_dir: Path, carried: Sequence[str], log=print) -> list[st
     dropped = [c for c in carried if os.path.abspath(stage_dir / c) not in used]
     for c in dropped: _remove(stage_dir / c, stage_dir.parent)
     if dropped: log(f"[{stage_dir.name}] dropped {len(dropped)} cache(s) of an earlier run this one did not use: {', '.join(dropped[:4])}")
-    if previous_dir(stage_dir).exists(): _remove(previous_dir(stage_dir), stage_dir.parent)
+    if (prev := previous_dir(stage_dir)).exists():
+        log(f"[{stage_dir.name}] removing the previous finished run ({_listing(prev)})"); _remove(prev, stage_dir.parent)
     publishable(stage_dir)
     return dropped
 
@@ -562,15 +565,15 @@ def _died_in(nb_out: Path) -> str:
     first = next((l for l in c.source.splitlines() if l.strip() and not l.startswith('#')), '')
     return f"cell {c.execution_count} [{first[:60]}]"
 
-def _refusals(stage_dir: Path) -> list[str]:
-    path = Path(stage_dir) / REFUSALS
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
-
 def _partial(profile: Profile, stage: Stage, arms: Sequence[str]) -> bool:
     "True when a stage that takes arms runs for some of its arms only."
     return bool(arms) and stage.takes_arms and set(arms) != {a.name for a in profile.rounds.arms}
 
 # %% ../nbs/90_pipeline.ipynb #s003
+def _refusals(stage_dir: Path) -> list[str]:
+    path = Path(stage_dir) / REFUSALS
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+
 def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequence[str] = (), stage_dir: Path | None = None,
               log=print, cache: dict | None = None) -> StageResult:
     "Execute one stage notebook with papermill unless its manifest shows the same inputs (and its folder is what the manifest recorded)."
@@ -628,6 +631,7 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     log(f"[{stage.name}] done in {seconds:.1f}s")
     return StageResult(stage.name, 'ran', seconds, str(stage_dir), tuple(reasons))
 
+# %% ../nbs/90_pipeline.ipynb #s005
 def seal_of(run_dir: Path, stage: Stage) -> Optional[str]:
     "The sealed promotion rule's sha256 when this stage runs after a preregister stage (recorded so decide can check it)."
     for need in stage.needs:

@@ -402,7 +402,9 @@ def docs(profile_path: str | Path, out_dir: str | Path | None = None, execute_li
     stages = [s.name for s in profile.stages if s.name != 'report']
     own = profile.run_dir / 'report'               # the report stage's own site: rebuilt under the run's lock, then recorded again
     site = Path(out_dir) if out_dir else own / 'site'
-    ours = site.resolve() == (own / 'site').resolve() and read_manifest(own) is not None
+    ours = site.resolve() == (own / 'site').resolve()
+    if ours and read_manifest(own) is None:         # the runner would refuse a report folder it did not make
+        raise FileNotFoundError(f"{own}: the report stage has not run: `rsi-repro run {profile_path}` builds the site, or pass --out DIR")
     with run_lock(profile.run_dir) if ours else contextlib.nullcontext():
         index = build_site(profile.run_dir, site, stages=stages, docs_dir=profile.resolve('nbs'), profile=profile,
                            execute_library=execute_library, timeout=timeout, library_glob=library_glob, log=print)

@@ -132,8 +132,8 @@ def test_decide_refuses_an_edited_outcome_file_or_seal(project, kind, monkeypatc
 def test_the_unedited_copy_verifies(project):
     r = cli(project, 'verify', RUN)
     assert r.returncode == 0 and r.stderr == '', r.stderr[-2000:]
-    assert r.stdout.startswith(f"rsi-repro: verified {RUN.as_posix()}: 14 stage manifest(s)") and 'KEEP v6141 over repair' in r.stdout \
-        or 'PROMOTE v6141 over repair' in r.stdout, r.stdout
+    assert r.stdout.startswith(f"rsi-repro: verified {RUN.as_posix()}: 14 stage manifest(s)"), r.stdout
+    assert 'KEEP v6141 over repair' in r.stdout or 'PROMOTE v6141 over repair' in r.stdout, r.stdout
 
 
 # --- one runner per run folder ---------------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ def test_a_moved_run_keeps_its_generation_caches(project):
 @pytest.fixture
 def bare(tmp_path):
     "A project of the repository's notebooks and data only (no run), with a folder beside it a stage name could reach."
-    p = tmp_path / 'project'
+    p = tmp_path / 'project'; p.mkdir()
     for part in ('settings.ini', 'nbs', 'data', 'configs'):
         (shutil.copytree if (ROOT / part).is_dir() else shutil.copy2)(ROOT / part, p / part)
     victim = tmp_path / 'x' / 'victim'; victim.mkdir(parents=True); (victim / 'notes.txt').write_text('mine')
