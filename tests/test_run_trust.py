@@ -114,6 +114,17 @@ def test_an_edited_output_is_named_by_the_dry_run_the_run_and_verify(project, ki
         assert snapshot(project) == before, args                                   # nothing changed, in the run folder or out of it
 
 
+def test_forcing_the_stage_that_wrote_an_edited_file_rewrites_it(project):
+    "The refusal's second way on, `--force STAGE`: the stage reruns from a clean folder, and the run folder verifies again."
+    table = project / RUN / 'grid/grid_h6.csv'
+    original = table.read_bytes()
+    table.write_text(table.read_text().replace(',', ';', 3))
+    refused(cli(project, 'run', PROFILE), 'outputs/ci-e2e/grid/grid_h6.csv', 'rerun grid with --force grid')
+    r = cli(project, 'run', PROFILE, '--force', 'grid')
+    assert r.returncode == 0 and '[grid] running: forced' in r.stdout, r.stdout + r.stderr[-2000:]
+    assert table.read_bytes() == original and cli(project, 'verify', RUN).returncode == 0
+
+
 @pytest.mark.parametrize('kind', ['outcome row', 'seal'])
 def test_decide_refuses_an_edited_outcome_file_or_seal(project, kind, monkeypatch):
     from rsi_repro.config import load_profile
@@ -207,8 +218,8 @@ def profile_with(project: Path, text: str, name: str = 'p.yaml') -> Path:
 
 
 def test_a_stage_name_that_leaves_the_run_folder_is_refused(bare):
-    before = snapshot(bare.parent)
     p = profile_with(bare, "stages: [{name: ../../../x/victim, notebook: pools}]\n")
+    before = snapshot(bare.parent)
     for args in (['run', p], ['run', p, '--dry-run']):
         refused(cli(bare, *args), 'configs/p.yaml: stages[0].name', "'../../../x/victim' is not a plain name")
     assert snapshot(bare.parent) == before
