@@ -18,11 +18,11 @@ from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving',
-           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage',
-           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile',
-           'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'DuplicateKey', 'StrictLoader',
-           'fingerprint', 'rooted']
+           'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
+           'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
+           'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
+           'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
+           'DuplicateKey', 'StrictLoader', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -89,6 +89,7 @@ def check_decoding(s, where: str, p: str) -> None:
 # %% ../nbs/00_config.ipynb #c012
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
 LORA_COMPUTE = ('fp32', 'bf16')
+PARALLEL = ('ddp', 'fsdp2')     # how a training step is spread over several GPUs
 
 @dataclass(frozen=True)
 class Lora:
@@ -123,9 +124,11 @@ class Optim:
     length_grouping: bool = False       # micro-batches of similar lengths within each optimiser step
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
+    parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
+        one_of(where, f"{p}.parallel", self.parallel, PARALLEL)
         for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len', 'steps', 'epochs', 'max_grad_norm'): positive(where, f"{p}.{k}", getattr(self, k))
         for k in ('seed', 'warmup', 'weight_decay'): positive(where, f"{p}.{k}", getattr(self, k), allow_zero=True)
         if not 0 <= self.min_lr_rate <= 1: raise ProfileError(where, f"{p}.min_lr_rate", f"must be in [0, 1], got {self.min_lr_rate}")
@@ -346,6 +349,18 @@ class Stage:
     def validate(self, where, p):
         for k in ('name', 'notebook'): a_name(where, f"{p}.{k}", getattr(self, k))
 
+# %% ../nbs/00_config.ipynb #c016f
+@dataclass(frozen=True)
+class Compute:
+    "How many processes a stage uses (every visible GPU unless capped); how fast, never what: in no stage's key."
+    max_gpus: Optional[int] = None      # null: every GPU the stage sees
+    cpu_processes: int = 1              # without a GPU: training ranks (gloo) and generation workers
+    env: dict[str, str] = field(default_factory=dict)   # set in every process a stage starts (e.g. NCCL_NVLS_ENABLE: "0")
+    def validate(self, where, p):
+        if self.max_gpus is not None: positive(where, f"{p}.max_gpus", self.max_gpus)
+        positive(where, f"{p}.cpu_processes", self.cpu_processes)
+
+
 # %% ../nbs/00_config.ipynb #c016c
 @dataclass(frozen=True)
 class Profile:
@@ -364,6 +379,7 @@ class Profile:
     soups: Optional[Soups] = None
     promotion: Optional[PromotionRule] = None               # read by rsi_repro.promotion
     evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
+    compute: Compute = field(default_factory=Compute)       # how many processes, not what they compute: in no stage's key
     path: str = field(default='', compare=False)
     root: str = field(default='.', compare=False)
 
@@ -440,7 +456,7 @@ def _strings(obj, key: str = ''):
 
 def _check_files(profile: Profile, where: str):
     "Every local file a section names exists (a stage's params are its notebook's to check), and every stage's notebook."
-    sections = {k: v for k, v in to_dict(profile).items() if k != 'stages'}
+    sections = {k: v for k, v in to_dict(profile).items() if k not in ('stages', 'compute')}   # compute.env: a process's environment, not data
     for k, v in _strings(sections):
         if '\n' not in v and _looks_local(v) and not profile.resolve(v).exists():
             raise ProfileError(where, k, f"file not found: {v}")

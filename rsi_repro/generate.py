@@ -4,13 +4,16 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import hashlib, json, os, re
+import atexit, gc, hashlib, importlib, json, os, queue, re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
+from .compute import LAUNCHED_ENV, Processes, compute_settings, processes
 from .config import VLLM_LORA_RANKS, Serving
+from .typed import from_dict, to_dict
 from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, write_jsonl
 from .layout import EVIDENCE
 
@@ -19,6 +22,7 @@ __all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Com
            'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'adapter_identity',
            'check_adapter_base', 'portable_base_name', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank',
            'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend',
+           'EngineFailed', 'EngineWorker', 'engine_workers', 'release_engines', 'SpreadBackend', 'make_backend',
            'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
@@ -291,11 +295,17 @@ class VLLMBackend:
         if plan == 'merge':
             if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
             model = merge_adapter(model, work_dir)
-        if serving.vllm.batch_invariant: os.environ.setdefault('VLLM_BATCH_INVARIANT', '1')
+        if serving.vllm.batch_invariant: os.environ['VLLM_BATCH_INVARIANT'] = '1'   # the profile decides, also in an engine
+        else: os.environ.pop('VLLM_BATCH_INVARIANT', None)                        # process that served another profile first
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
         self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)
         self.stops = stop_ids(self.tokenizer)
+
+    def close(self) -> None:
+        "Stop vLLM's engine process now (its GPU memory is freed) rather than whenever the object is collected."
+        core = getattr(getattr(getattr(self, 'llm', None), 'llm_engine', None), 'engine_core', None)
+        if core is not None and hasattr(core, 'shutdown'): core.shutdown()
 
     def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:
         from vllm import SamplingParams
@@ -310,6 +320,143 @@ class VLLMBackend:
             c = o.outputs[0]
             res.append(Completion(tuple(c.token_ids), 'stop' if c.finish_reason == 'stop' else 'length'))
         return res
+
+# %% ../nbs/03_generate.ipynb #c014e
+class EngineFailed(RuntimeError):
+    "A generation engine in a child process failed or stopped; the message names its device and the error."
+
+def _free_memory() -> None:
+    gc.collect()
+    import sys
+    torch = sys.modules.get('torch')
+    if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
+
+def _serve_engine(conn, gpu: str | None, env: dict) -> None:
+    "A child's loop: load a checkpoint's engine, generate prompts, until told to close or its parent goes away (plain data both ways)."
+    os.environ.update(env); os.environ[LAUNCHED_ENV] = '1'
+    if gpu is not None: os.environ['CUDA_VISIBLE_DEVICES'] = gpu
+    engine = None
+    while True:
+        try: msg = conn.recv()
+        except (EOFError, OSError): return
+        try:
+            if msg[0] in ('load', 'close') and engine is not None:
+                getattr(engine, 'close', lambda: None)(); engine = None; _free_memory()
+            if msg[0] == 'close': conn.send(('ok', None)); return
+            if msg[0] == 'load':
+                engine = BACKENDS[msg[3]](ModelRef(**msg[1]), from_dict(Serving, msg[2]), work_dir=msg[4])
+                conn.send(('ok', None))
+            else: conn.send(('ok', [(c.token_ids, c.finish_reason) for c in engine.generate(msg[1], Decode(**msg[2]), msg[3])]))
+        except Exception as e:
+            conn.send(('error', f"{type(e).__name__}: {e}"))
+
+class EngineWorker:
+    "A child process holding one generation engine on one device (a GPU, or the CPU)."
+    def __init__(self, gpu: str | None):
+        import multiprocessing
+        ctx = multiprocessing.get_context('spawn')           # a fresh interpreter: CUDA is set up only after it picks its GPU
+        self.gpu, self.loaded = gpu, None
+        self.conn, child = ctx.Pipe()
+        loop = importlib.import_module('rsi_repro.generate')._serve_engine   # the library's, which a fresh interpreter can import
+        self.proc = ctx.Process(target=loop, args=(child, gpu, dict(compute_settings().env)),
+                                name=f"rsi-repro-engine-{gpu or 'cpu'}")
+        self.proc.start(); child.close()
+
+    @property
+    def where(self) -> str: return f"GPU {self.gpu}" if self.gpu is not None else 'the CPU'
+
+    def ask(self, *msg):
+        try:
+            self.conn.send(msg); status, value = self.conn.recv()
+        except (EOFError, OSError):
+            self.proc.join(10)
+            code = self.proc.exitcode
+            raise EngineFailed(f"the generation engine on {self.where} stopped (exit code {code}"
+                               + (", killed: out of memory?" if code == -9 else "") + ")") from None
+        if status == 'error': raise EngineFailed(f"the generation engine on {self.where}: {value}")
+        return value
+
+    def load(self, key, model: 'ModelRef', serving: Serving, backend: str, work_dir) -> None:
+        "Hold `model`'s engine (a no-op when it already does)."
+        if self.loaded == key: return
+        self.loaded = None
+        self.ask('load', asdict(model), to_dict(serving), backend, None if work_dir is None else str(work_dir))
+        self.loaded = key
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try: self.conn.send(('close',)); self.conn.recv()
+            except (EOFError, OSError): pass
+            self.proc.join(60)
+            if self.proc.is_alive(): self.proc.kill(); self.proc.join()
+        self.conn.close()
+
+
+# %% ../nbs/03_generate.ipynb #c014g
+_WORKERS: dict[tuple, list[EngineWorker]] = {}       # devices -> the live engines of this process
+
+def engine_workers(procs: Processes) -> list[EngineWorker]:
+    "One live engine process per device of `procs`, started on first use and reused by every later call."
+    key = procs.gpus or ('cpu',) * procs.count
+    if key not in _WORKERS:
+        release_engines()
+        _WORKERS[key] = [EngineWorker(g if procs.gpus else None) for g in key]
+        atexit.unregister(release_engines); atexit.register(release_engines)   # after multiprocessing's own exit hook, so
+    return _WORKERS[key]                                                          # it runs first: that hook waits for them
+
+def release_engines() -> None:
+    "Close every generation engine this process started, freeing their GPU memory (before training, and at exit)."
+    for workers in _WORKERS.values():
+        for w in workers: w.close()
+    _WORKERS.clear()
+
+
+class SpreadBackend:
+    "A generation backend whose calls run on engines in child processes, one per device; shards go to whichever is free."
+    def __init__(self, model: ModelRef, serving: Serving, backend: str, work_dir: str | Path | None, procs: Processes):
+        if backend == 'vllm' and vllm_lora_plan(model, serving.vllm.max_lora_rank) == 'merge':
+            if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
+            model = merge_adapter(model, work_dir)                   # once, here: every engine loads the merged checkpoint
+        self.model, self.serving, self.backend, self.work_dir, self.procs = model, serving, backend, work_dir, procs
+        self.tokenizer = load_tokenizer(model); self.stops = stop_ids(self.tokenizer)
+        self.key = repr((model, serving, backend))
+
+    def _engines(self) -> list[EngineWorker]:
+        "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
+        workers = engine_workers(self.procs)
+        try:
+            with ThreadPoolExecutor(len(workers)) as ex:
+                list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
+        except EngineFailed: release_engines(); raise
+        return workers
+
+    def map(self, jobs: Sequence[tuple[list, int]], decode: Decode, done: Callable[[int, list], None]) -> None:
+        "Run every (prompts, seed) job on whichever engine is free; `done(i, completions)` as each one finishes."
+        workers = self._engines()
+        free = queue.Queue()
+        for w in workers: free.put(w)
+        def run(i):
+            w = free.get()
+            try: out = [Completion(tuple(t), r) for t, r in w.ask('generate', [list(p) for p in jobs[i][0]], asdict(decode), jobs[i][1])]
+            finally: free.put(w)
+            done(i, out)
+        try:
+            with ThreadPoolExecutor(len(workers)) as ex:
+                for f in [ex.submit(run, i) for i in range(len(jobs))]: f.result()
+        except EngineFailed: release_engines(); raise
+
+    def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:
+        out = []
+        self.map([(prompts, seed)], decode, lambda i, done: out.extend(done))
+        return out
+
+def make_backend(model: ModelRef, serving: Serving, backend: str | None = None, work_dir: str | Path | None = None,
+                 procs: Processes | None = None):
+    "The engine a generation call uses: in this process, or in child processes (vLLM on a GPU; several devices)."
+    backend, procs = backend or serving.backend, procs or processes()
+    if procs.elsewhere or (backend == 'vllm' and procs.gpus): return SpreadBackend(model, serving, backend, work_dir, procs)
+    return BACKENDS[backend](model, serving, work_dir=work_dir)
+
 
 # %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')
@@ -363,28 +510,34 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
         raise DataError(f"{plan_path}: does not match its folder's hash: the folder was edited by hand; delete it to regenerate")
     size = serving.shard_size
     chunks = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
-    rows: list[dict] = []
+    shards = [out / f"shard-{k:05d}.jsonl" for k in range(len(chunks))]
+    expected = [[(str(r['id']), s) for r in chunk for s in range(decode.samples)] for chunk in chunks]
     quiet = not progress or os.environ.get('TQDM_DISABLE') == '1'      # an explicit disable=False would override the env var
     bar = tqdm(total=len(requests) * decode.samples, desc=f"generate {model.label}", disable=quiet, unit='row')
-    engine = backend_obj
-    for k, chunk in enumerate(chunks):
-        shard = out / f"shard-{k:05d}.jsonl"
-        expected = [(str(r['id']), s) for r in chunk for s in range(decode.samples)]
-        if shard.exists():
-            rows += _read_shard(shard, expected); bar.update(len(expected)); continue
-        if engine is None: engine = BACKENDS[backend](model, serving, work_dir=Path(out_dir))
+    found = {k: _read_shard(shards[k], expected[k]) for k in range(len(chunks)) if shards[k].exists()}
+    bar.update(sum(map(len, found.values())))
+    missing = [k for k in range(len(chunks)) if k not in found]
+    if missing:
+        engine = backend_obj if backend_obj is not None else make_backend(model, serving, backend, Path(out_dir))
         tok = engine.tokenizer
-        rendered = [render(r['messages'], tok, serving.max_input_tokens, serving.system_prompt, serving.overlong, row=str(r['id']))
-                    for r in chunk]
-        prompts = [p.input_ids for p in rendered for _ in range(decode.samples)]
-        done = engine.generate(prompts, decode, seed=decode.seed * 100_003 + k)
-        shard_rows = []
-        for j, ((rid, s), comp) in enumerate(zip(expected, done)):
-            body = [t for t in comp.token_ids if t not in engine.stops]
-            shard_rows.append({'id': rid, 'sample': s, 'response': tok.decode(body, skip_special_tokens=False),
-                               'finish_reason': comp.finish_reason, 'prompt_tokens': len(prompts[j]),
-                               'new_tokens': len(comp.token_ids), 'dropped_turns': rendered[j // decode.samples].dropped_turns})
-        write_jsonl(shard, shard_rows)
-        rows += shard_rows; bar.update(len(expected))
+        jobs = []
+        for k in missing:
+            rendered = [render(r['messages'], tok, serving.max_input_tokens, serving.system_prompt, serving.overlong, row=str(r['id']))
+                        for r in chunks[k]]
+            jobs.append((k, rendered, [p.input_ids for p in rendered for _ in range(decode.samples)]))
+        def write(i: int, done: list[Completion]):
+            k, rendered, prompts = jobs[i]
+            shard_rows = []
+            for j, ((rid, s), comp) in enumerate(zip(expected[k], done)):
+                body = [t for t in comp.token_ids if t not in engine.stops]
+                shard_rows.append({'id': rid, 'sample': s, 'response': tok.decode(body, skip_special_tokens=False),
+                                   'finish_reason': comp.finish_reason, 'prompt_tokens': len(prompts[j]),
+                                   'new_tokens': len(comp.token_ids), 'dropped_turns': rendered[j // decode.samples].dropped_turns})
+            write_jsonl(shards[k], shard_rows)
+            found[k] = shard_rows; bar.update(len(shard_rows))
+        seeds = [decode.seed * 100_003 + k for k, _, _ in jobs]
+        if hasattr(engine, 'map'): engine.map([(p, s) for (_, _, p), s in zip(jobs, seeds)], decode, write)   # several engines
+        else:
+            for i, (_, _, prompts) in enumerate(jobs): write(i, engine.generate(prompts, decode, seed=seeds[i]))
     bar.close()
-    return pd.DataFrame(rows, columns=list(ROW_FIELDS))
+    return pd.DataFrame([r for k in range(len(chunks)) for r in found[k]], columns=list(ROW_FIELDS))

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .compute import compute_environment
 from .config import Profile, Stage, fingerprint, load_profile
 from .typed import ProfileError, to_dict
 from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
@@ -102,7 +103,8 @@ def _listing(folder: Path, limit: int = 4) -> str:
     return f"{len(files)} file(s)" + (f": {', '.join(files[:limit])}{', ...' if len(files) > limit else ''}" if files else '')
 
 # %% ../nbs/90_pipeline.ipynb #r002
-ALWAYS = ('run', 'stages', 'path', 'root')  # what every stage may read: its run's name, the stage list, where the profile lives
+ALWAYS = ('run', 'stages', 'path', 'root', 'compute')  # what every stage may read: its run's name, the stage list, where the
+                                                      # profile lives, and how many processes it may use (how fast, never what)
 PLANS = '**/plan-*'                  # generation shards: one folder per plan, named by the hash of everything its rows depend on
 PROFILE_FILE = '<profile>'           # the profile file's own bytes, comments included (the report prints its sha256)
 
@@ -601,6 +603,7 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     only = f" (arms {', '.join(arms)} only)" if partial else ''
     log(f"[{stage.name}] running{only}: {'; '.join(reasons)}")
     os.environ.update(QUIET_ENV)      # the executed notebook is for reading: no progress bars or library chatter in it
+    os.environ.update(compute_environment(profile.compute))   # the GPUs (or CPU processes) its training and generation may use
     parameters = {'profile_path': portable(Path(profile.path).resolve()), 'stage_dir': portable(stage_dir.resolve()),
                   'run_dir': portable(run_dir.resolve()), **stage.params, **({'arms': list(arms)} if partial else {})}
     (stage_dir / REFUSALS).unlink(missing_ok=True)

@@ -98,11 +98,18 @@ def seal(rule: PromotionRule,   # the validated rule
 MANIFEST_TIME_KEYS = ("started", "started_at", "created_at", "finished_at")
 
 
+def _fromisoformat(text: str) -> datetime:
+    "`datetime.fromisoformat` as Python 3.11 reads it, on 3.10 too: a `Z` suffix, any number of fraction digits."
+    text = re.sub(r"[zZ]$", "+00:00", text)
+    text = re.sub(r"(:\d{2})\.(\d+)", lambda m: f"{m[1]}.{(m[2] + '000000')[:6]}", text, count=1)
+    return datetime.fromisoformat(text)
+
+
 def _parse_time(v, where: str) -> int:
     "Latest instant (ns) an ISO 8601 time with a timezone can denote, given its printed precision."
     text = str(v)
     try:
-        t = datetime.fromisoformat(text)
+        t = _fromisoformat(text)
     except ValueError:
         raise SealError(f"{where}: not an ISO 8601 time: {v!r}") from None
     if t.tzinfo is None:
@@ -110,8 +117,9 @@ def _parse_time(v, where: str) -> int:
     hms = re.search(r"\d{2}:\d{2}(:\d{2}(?:\.(\d+))?)?", text)
     if hms is None:
         raise SealError(f"{where}: time {v!r} has no time of day")
-    resolution = 60 * 10 ** 9 if not hms.group(1) else 10 ** (9 - min(len(hms.group(2) or ""), 9))
-    whole = int(t.replace(microsecond=0).timestamp()) * 10 ** 9 + t.microsecond * 1000
+    fraction = hms.group(2) or ""  # as printed: datetime itself keeps microseconds only
+    resolution = 60 * 10 ** 9 if not hms.group(1) else 10 ** (9 - min(len(fraction), 9))
+    whole = int(t.replace(microsecond=0).timestamp()) * 10 ** 9 + int((fraction + "0" * 9)[:9])
     return whole + resolution - 1
 
 

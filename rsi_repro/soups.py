@@ -14,8 +14,8 @@ from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors',
-           'SoupMethod', 'soup_method', 'check_parents', 'make_soups', 'write_soup_evidence', 'soup_report',
-           'layer_errors', 'degeneracy']
+           'SoupMethod', 'soup_method', 'check_parents', 'pad_to_rank', 'make_soups', 'write_soup_evidence',
+           'soup_report', 'layer_errors', 'degeneracy']
 
 # %% ../nbs/51_soups.ipynb #c005
 def lora_scaling(cfg: Mapping) -> float:
@@ -95,6 +95,22 @@ def check_parents(parents: Mapping[str, str | Path]) -> dict:
             raise ValueError(f"parent {n!r} uses rsLoRA: PEFT 0.21 over-scales combined rsLoRA adapters by √rank; refused")
     return {'r': first['r'], 'lora_alpha': first['lora_alpha'], 'target_modules': sorted(first['target_modules'])}
 
+def pad_to_rank(net, adapter: str, r: int) -> int:
+    """Zero-pad an adapter's factors to rank r in the layers whose SVD gave fewer components (a layer narrower than r,
+    as on a small base with the card's r=768): B·A is unchanged, and every layer's factors have the rank its config
+    states. Returns how many layers were padded."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+    padded = 0
+    for layer in net.modules():
+        if not isinstance(layer, LoraLayer) or adapter not in layer.lora_A: continue
+        a, b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
+        if (k := a.shape[0]) < r:
+            a.data = torch.cat([a.data, a.data.new_zeros(r - k, a.shape[1])])
+            b.data = torch.cat([b.data, b.data.new_zeros(b.shape[0], r - k)], dim=1)
+            padded += 1
+    return padded
+
 def make_soups(base: str,                          # the base model folder or hub id
                parents: Mapping[str, str | Path],  # parent name -> adapter folder
                out_dir: str | Path,                # soups land in out_dir/<method>/
@@ -121,8 +137,10 @@ def make_soups(base: str,                          # the base model folder or hu
     with tempfile.TemporaryDirectory(dir=Path(out_dir).parent if Path(out_dir).parent.exists() else None) as tmp:
         for m in methods:
             sm = SOUP_METHODS[m]
-            kw = {'svd_rank': svd_rank or common['r']} if sm.truncates else {}
+            rank = svd_rank or common['r']
+            kw = {'svd_rank': rank, 'svd_full_matrices': False} if sm.truncates else {}
             net.add_weighted_adapter(slots, sm.weights(len(slots)), f"soup_{m}", combination_type=sm.combination_type, **kw)
+            if sm.truncates: pad_to_rank(net, f"soup_{m}", rank)
             net.save_pretrained(tmp, selected_adapters=[f"soup_{m}"])
             dst = Path(out_dir) / m
             if dst.exists(): shutil.rmtree(dst)
