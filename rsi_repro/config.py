@@ -12,9 +12,9 @@ from typing import Any, Optional, Union
 import yaml
 
 from .evals import Evals
-from .io import sha256_json
+from .io import DataError, find_root, read_text, sha256_json
 from .promotion import PromotionRule
-from .typed import ProfileError, from_dict, one_of, positive, to_dict
+from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
@@ -22,7 +22,7 @@ __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLIC
            'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
            'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
            'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
-           'fingerprint', 'rooted']
+           'DuplicateKey', 'StrictLoader', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -129,7 +129,9 @@ class Optim:
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
         one_of(where, f"{p}.parallel", self.parallel, PARALLEL)
-        for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len'): positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len', 'steps', 'epochs', 'max_grad_norm'): positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('seed', 'warmup', 'weight_decay'): positive(where, f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if not 0 <= self.min_lr_rate <= 1: raise ProfileError(where, f"{p}.min_lr_rate", f"must be in [0, 1], got {self.min_lr_rate}")
         if (self.steps is None) == (self.epochs is None):
             raise ProfileError(where, p, "set exactly one of steps or epochs")
         if isinstance(self.activation_checkpointing, str):
@@ -185,9 +187,10 @@ class SFTStage:
 
 @dataclass(frozen=True)
 class DPOArm:
-    name: str
+    name: str                            # its folder: <dpo stage>/arms/<name>
     beta: float
     lr: float
+    def validate(self, where, p): a_name(where, f"{p}.name", self.name); positive(where, f"{p}.beta", self.beta); positive(where, f"{p}.lr", self.lr)
 
 @dataclass(frozen=True)
 class DPOStage:
@@ -201,6 +204,10 @@ class DPOStage:
     audit: Band                          # held-out rows of the corpus whose prompts the tool-leak audit decodes
     max_tool_leak_rate: float = 0.0       # the ship rule: an anchor whose decoded answers leak more tool text is refused
     warm_start: Optional[str] = 'sft'
+    def validate(self, where, p):
+        positive(where, f"{p}.nll_weight", self.nll_weight, allow_zero=True)
+        if not 0 <= self.max_tool_leak_rate <= 1: raise ProfileError(where, f"{p}.max_tool_leak_rate", f"must be in [0, 1], got {self.max_tool_leak_rate}")
+        if not self.grid or len({a.name for a in self.grid}) != len(self.grid): raise ProfileError(where, f"{p}.grid", "expected arms with distinct names")
 
 @dataclass(frozen=True)
 class Sampling:
@@ -214,7 +221,7 @@ class Sampling:
     min_new_tokens: int = 1
     max_kept_tokens: Optional[int] = None
     def validate(self, where, p):
-        check_decoding(self, where, p)
+        check_decoding(self, where, p); positive(where, f"{p}.seed", self.seed, allow_zero=True)
         for k in ('k', 'cap_per_prompt', 'max_kept_tokens'): positive(where, f"{p}.{k}", getattr(self, k))
         positive(where, f"{p}.min_new_tokens", self.min_new_tokens, allow_zero=True)
         if self.min_new_tokens > self.max_new_tokens:
@@ -241,7 +248,10 @@ class Arm:
     steps: int = 400
     seed: int = 203
     lr: Optional[float] = None           # defaults to the rounds' optim.lr
-    def validate(self, where, p): one_of(where, f"{p}.mix", self.mix, ('single', 'double'))
+    def validate(self, where, p):
+        one_of(where, f"{p}.mix", self.mix, ('single', 'double'))
+        a_name(where, f"{p}.name", self.name); a_name(where, f"{p}.pool", self.pool)
+        positive(where, f"{p}.steps", self.steps); positive(where, f"{p}.lr", self.lr); positive(where, f"{p}.seed", self.seed, allow_zero=True)
 
 @dataclass(frozen=True)
 class Rounds:
@@ -281,6 +291,7 @@ class ReadSettings:
     annotator: str = 'person'            # 'person' (Jupyter or CSV) or 'scripted' (the demo's documented rule)
     def validate(self, where, p):
         one_of(where, f"{p}.annotator", self.annotator, ANNOTATORS); positive(where, f"{p}.n", self.n)
+        positive(where, f"{p}.seed", self.seed, allow_zero=True)
         if not self.instruments: raise ProfileError(where, f"{p}.instruments", "name at least one instrument")
 
 @dataclass(frozen=True)
@@ -306,6 +317,8 @@ class Soups:
     read: ReadSettings = field(default_factory=ReadSettings)
     def validate(self, where, p):
         if len(set(self.seeds)) != len(self.seeds): raise ProfileError(where, f"{p}.seeds", "duplicate seeds")
+        for i, s in enumerate(self.seeds): positive(where, f"{p}.seeds[{i}]", s, allow_zero=True)
+        a_name(where, f"{p}.stage", self.stage)
         if len(self.seeds) + self.include_stage < 2: raise ProfileError(where, f"{p}.seeds", "a soup needs at least two parents")
         positive(where, f"{p}.svd_rank", self.svd_rank)
         for m in self.methods: one_of(where, f"{p}.methods", m, ('uniform', 'linear', 'svd'))
@@ -321,6 +334,9 @@ class Pools:
     second_constraint_prob: float = 0.3                    # chance a training prompt carries a second, compatible constraint
     def validate(self, where, p):
         if not 0 <= self.second_constraint_prob <= 1: raise ProfileError(where, f"{p}.second_constraint_prob", "must be in [0, 1]")
+        positive(where, f"{p}.seed", self.seed, allow_zero=True)
+        for k in ('h6_size', 'probe2_size'): positive(where, f"{p}.{k}", getattr(self, k))    # an empty pool reads nothing
+        for name, size in self.rounds.items(): a_name(where, f"{p}.rounds", name); positive(where, f"{p}.rounds.{name}", size)
 
 @dataclass(frozen=True)
 class Stage:
@@ -330,6 +346,8 @@ class Stage:
     needs: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     takes_arms: bool = False             # `rsi-repro run --arm NAME` narrows this stage to the named arms
+    def validate(self, where, p):
+        for k in ('name', 'notebook'): a_name(where, f"{p}.{k}", getattr(self, k))
 
 # %% ../nbs/00_config.ipynb #c016f
 @dataclass(frozen=True)
@@ -369,6 +387,8 @@ class Profile:
         names = [s.name for s in self.stages]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes: raise ProfileError(where, 'stages', f"duplicate stage name(s): {', '.join(dupes)}")
+        a_name(where, 'run', self.run)
+        for i, c in enumerate(self.evals.checkpoints): a_name(where, f"evals.checkpoints[{i}]", c)
         for i, s in enumerate(self.stages):
             for need in s.needs:
                 if need not in names[:i]: raise ProfileError(where, f"stages[{i}].needs", f"{need!r} is not an earlier stage")
@@ -425,18 +445,24 @@ def check_vllm_ranks(profile: Profile, where: str) -> None:
 def project_root(start: Path) -> Path:
     "The nearest folder at or above `start` holding settings.ini (else `start`'s folder)."
     start = Path(start).resolve()
-    for d in [start, *start.parents]:
-        if (d / 'settings.ini').exists(): return d
-    return start if start.is_dir() else start.parent
+    return find_root(start) or (start if start.is_dir() else start.parent)
 
 def _looks_local(s: str) -> bool:
     return s.startswith(('data/', './', '/', '../', 'outputs/')) or s.endswith(('.jsonl', '.json', '.parquet', '.npz'))
 
+def _strings(obj, key: str = ''):
+    "(dotted key, value) of every string in plain nested data."
+    if isinstance(obj, dict):
+        for k, v in obj.items(): yield from _strings(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj): yield from _strings(v, f"{key}[{i}]")
+    elif isinstance(obj, str): yield key, obj
+
 def _check_files(profile: Profile, where: str):
-    checks = [('base.name_or_path', profile.base.name_or_path)]
-    checks += [(f"prompts.{k}", v) for k, v in profile.prompts.items()]
-    for k, v in checks:
-        if _looks_local(v) and not profile.resolve(v).exists():
+    "Every local file a section names exists (a stage's params are its notebook's to check), and every stage's notebook."
+    sections = {k: v for k, v in to_dict(profile).items() if k not in ('stages', 'compute')}   # compute.env: a process's environment, not data
+    for k, v in _strings(sections):
+        if '\n' not in v and _looks_local(v) and not profile.resolve(v).exists():
             raise ProfileError(where, k, f"file not found: {v}")
     for s in profile.stages:
         nb = profile.resolve(Path('nbs/stages') / f"{s.notebook}.ipynb")
@@ -448,19 +474,6 @@ def deep_merge(base: dict, override: dict) -> dict:
     for k, v in override.items():
         out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
-
-def _read_yaml(path: Path, seen: tuple = ()) -> dict:
-    where = str(path)
-    if not path.exists(): raise ProfileError(where, '', "profile file not found")
-    try: data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e: raise ProfileError(where, '', f"not valid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(data, dict): raise ProfileError(where, '', "a profile must be a mapping at the top level")
-    parent = data.pop('extends', None)
-    if parent is None: return data
-    if not isinstance(parent, str): raise ProfileError(where, 'extends', "expected the path of another profile")
-    ppath = (path.parent / parent).resolve()
-    if ppath in seen: raise ProfileError(where, 'extends', f"profiles extend each other in a cycle ({ppath})")
-    return deep_merge(_read_yaml(ppath, seen + (path.resolve(),)), data)
 
 def load_profile(path: str | Path, check_files: bool = True) -> Profile:
     "Read and validate a profile YAML (following `extends:` to the profile it overrides) into a frozen `Profile`."
@@ -474,6 +487,41 @@ def load_profile(path: str | Path, check_files: bool = True) -> Profile:
     profile = dataclasses.replace(profile, path=str(path), root=str(root))
     if check_files: _check_files(profile, where)
     return profile
+
+# %% ../nbs/00_config.ipynb #c018b
+class DuplicateKey(yaml.constructor.ConstructorError):
+    "A key given twice in one YAML mapping."
+
+class StrictLoader(yaml.SafeLoader):
+    "YAML's safe loader, refusing a key given twice in one mapping."
+
+def _mapping(loader, node, deep=False):
+    first = {}
+    for k, _ in node.value:
+        if k.tag == 'tag:yaml.org,2002:merge': continue     # `<<: *anchor` merges a mapping: its keys may repeat by design
+        key = loader.construct_object(k, deep=True)
+        if isinstance(key, (str, int, float, bool)) and key in first:
+            raise DuplicateKey(None, None, f"duplicate key {key!r} (first on line {first[key]}; YAML would keep the last silently)", k.start_mark)
+        first.setdefault(key, k.start_mark.line + 1)
+    return loader.construct_mapping(node, deep=deep)
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+def _read_yaml(path: Path, seen: tuple = ()) -> dict:
+    where = str(path)
+    try: data = yaml.load(read_text(path), Loader=StrictLoader)
+    except DataError as e: raise ProfileError(where, '', str(e), message=str(e).replace('file not found', 'profile file not found')) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        what = e.problem if isinstance(e, DuplicateKey) else f"not valid YAML: {e.problem} (column {mark.column + 1})"
+        raise ProfileError(where, '', what, message=f"{where}:{mark.line + 1}: {what}") from None
+    if not isinstance(data, dict): raise ProfileError(where, '', "a profile must be a mapping at the top level")
+    parent = data.pop('extends', None)
+    if parent is None: return data
+    if not isinstance(parent, str): raise ProfileError(where, 'extends', "expected the path of another profile")
+    ppath = (path.parent / parent).resolve()
+    if ppath in seen: raise ProfileError(where, 'extends', f"profiles extend each other in a cycle ({ppath})")
+    return deep_merge(_read_yaml(ppath, seen + (path.resolve(),)), data)
 
 # %% ../nbs/00_config.ipynb #c020
 def fingerprint(obj) -> str:

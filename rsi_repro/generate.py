@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import atexit, gc, hashlib, importlib, json, os, queue
+import atexit, gc, hashlib, importlib, json, os, queue, re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -14,15 +14,16 @@ from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
 from .compute import LAUNCHED_ENV, Processes, compute_settings, processes
 from .config import VLLM_LORA_RANKS, Serving
 from .typed import from_dict, to_dict
-from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_json, write_jsonl
+from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, write_jsonl
 from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
-           'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
-           'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
-           'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend', 'EngineFailed', 'EngineWorker',
-           'engine_workers', 'release_engines', 'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
+           'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'adapter_identity',
+           'check_adapter_base', 'portable_base_name', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank',
+           'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend',
+           'EngineFailed', 'EngineWorker', 'engine_workers', 'release_engines', 'SpreadBackend', 'make_backend',
+           'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -102,7 +103,23 @@ def cut_at_stop(new_ids: Sequence[int], stops: Sequence[int], pad_id: int | None
 
 # %% ../nbs/03_generate.ipynb #c010
 class AdapterMismatch(ValueError):
-    "An adapter trained on another base model."
+    "An adapter trained on another base model, or one whose files are damaged."
+
+def check_adapter_files(adapter: str | Path) -> None:
+    "Refuse an adapter whose safetensors weights are truncated or corrupted: the header must parse and describe the file's size."
+    for w in sorted(Path(adapter).glob('*.safetensors')):
+        size = w.stat().st_size
+        with w.open('rb') as f:
+            n = int.from_bytes(f.read(8), 'little') if size >= 8 else -1
+            try: meta = json.loads(f.read(n)) if 0 < n <= size - 8 else None
+            except ValueError: meta = None
+        if not isinstance(meta, dict):
+            raise AdapterMismatch(f"{w}: not a readable safetensors file ({size} bytes, its header does not parse): truncated or "
+                                  "corrupted; restore it, or retrain the adapter (rerun its stage with --force)")
+        end = 8 + n + max((v['data_offsets'][1] for k, v in meta.items() if k != '__metadata__'), default=0)
+        if size != end:
+            raise AdapterMismatch(f"{w}: {size} bytes, but its header describes {end}: truncated or corrupted; restore it, "
+                                  "or retrain the adapter (rerun its stage with --force)")
 
 def base_identity(base: str, revision: str | None = None) -> str:
     "A stable name for a base: `hub-id@revision`, or `local:<sha256 of config.json and weight files' names and sizes>`."
@@ -125,9 +142,10 @@ def adapter_identity(adapter: str | Path | None) -> str | None:
     return sha256_json(parts)
 
 def check_adapter_base(adapter: str | Path, base: str, revision: str | None = None) -> None:
-    "Refuse an adapter whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
+    "Refuse a damaged adapter, or one whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
     adapter = Path(adapter)
     if not (adapter / 'adapter_config.json').exists(): raise FileNotFoundError(f"{adapter}: no adapter_config.json: not a PEFT adapter folder")
+    check_adapter_files(adapter)
     want = base_identity(base, revision)
     evidence = adapter / EVIDENCE
     if evidence.exists():
@@ -139,6 +157,17 @@ def check_adapter_base(adapter: str | Path, base: str, revision: str | None = No
     if recorded and recorded != base and Path(recorded).resolve() != Path(base).resolve():
         raise AdapterMismatch(f"{adapter}: adapter_config.json says base {recorded!r}, not {base!r} "
                               f"(and it has no training_evidence.json recording the base's identity)")
+
+# %% ../nbs/03_generate.ipynb #c010b
+def portable_base_name(adapter: str | Path) -> None:
+    "Name the base in an adapter's own files (PEFT's adapter_config.json and model card) from the project root, as every output names a path."
+    adapter = Path(adapter); cfg_path = adapter / 'adapter_config.json'
+    cfg = json.loads(cfg_path.read_text()); name = cfg.get('base_model_name_or_path')
+    if name and Path(name).is_absolute():
+        atomic_write_text(cfg_path, json.dumps({**cfg, 'base_model_name_or_path': portable(name)}, indent=2, sort_keys=True) + '\n')
+    if (card := adapter / 'README.md').exists():       # PEFT's card names the loaded base, which a warm start's config may not
+        lines = card.read_text().splitlines(keepends=True)
+        atomic_write_text(card, ''.join(re.sub(r"/[^\s'\"]+", lambda m: portable(m.group(0)), l) if 'base_model' in l else l for l in lines))
 
 # %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):
@@ -439,7 +468,8 @@ ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
-            'model': asdict(model), 'base_identity': base_identity(model.base, model.revision),
+            'model': {k: v for k, v in asdict(model).items() if k not in ('base', 'adapter')},   # those two by identity, below
+            'base_identity': base_identity(model.base, model.revision),
             'adapter_identity': adapter_identity(model.adapter), 'decode': asdict(decode), 'backend': backend,
             'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
             'shard_size': serving.shard_size, 'batch_size': serving.batch_size,

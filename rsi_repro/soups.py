@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .io import atomic_write_text, package_versions, sha256_file
+from .io import atomic_write_text, package_versions, portable, sha256_file
 from .layout import EVIDENCE
 
 # %% auto #0
@@ -125,7 +125,7 @@ def make_soups(base: str,                          # the base model folder or hu
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
     from rsi_repro.chat import write_chat_template
-    from rsi_repro.generate import check_adapter_base
+    from rsi_repro.generate import check_adapter_base, portable_base_name
     common = check_parents(parents)
     for p in parents.values(): check_adapter_base(p, base, revision)      # an adapter of another base is refused
     for m in methods: soup_method(m)
@@ -146,7 +146,7 @@ def make_soups(base: str,                          # the base model folder or hu
             dst = Path(out_dir) / m
             if dst.exists(): shutil.rmtree(dst)
             shutil.copytree(Path(tmp) / f"soup_{m}", dst)
-            write_chat_template(dst)
+            write_chat_template(dst); portable_base_name(dst)
             out[m] = dst
     return out
 
@@ -165,9 +165,9 @@ def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, s
     shared = next(iter(datasets)) if len(datasets) == 1 else (None, None)
     sm = soup_method(method)
     ev = {'tag': f"soup-{method}", 'kind': 'soup', 'method': method, 'combination_type': sm.combination_type,
-          'weights': sm.weights(len(parents)), 'doc': sm.doc, 'base': base, 'base_revision': revision,
+          'weights': sm.weights(len(parents)), 'doc': sm.doc, 'base': portable(base), 'base_revision': revision,
           'base_identity': base_identity(base, revision), 'warm_start': None, 'warm_start_identity': None,
-          'parents': [{'name': n, 'path': str(p), 'identity': adapter_identity(p), 'seed': pev[n].get('seed'),
+          'parents': [{'name': n, 'path': portable(p), 'identity': adapter_identity(p), 'seed': pev[n].get('seed'),
                        'tag': pev[n].get('tag')} for n, p in parents.items()],
           'steps': 0, 'r': cfg['r'], 'alpha': cfg['lora_alpha'], 'dataset_path': shared[0], 'dataset_sha256': shared[1],
           'training_tokens': 0, 'supervised_tokens': 0, 'gpu_count': 0, 'gpu_hours': 0.0,

@@ -12,8 +12,8 @@ from typing import Optional, Sequence
 from .chat import write_chat_template
 from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
 from .config import Lora, Optim
-from .generate import ModelRef, base_identity, check_adapter_base, load_tokenizer, release_engines
-from .io import atomic_write_text, sha256_file
+from .generate import ModelRef, base_identity, check_adapter_base, load_tokenizer, portable_base_name, release_engines
+from .io import atomic_write_text, from_root, portable, sha256_file
 from .layout import EVIDENCE
 from .typed import from_dict, to_dict
 
@@ -119,7 +119,8 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
     import torch
     steps = steps if steps is not None else optim.steps
     split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)
-    kw = dict(output_dir=str(out_dir), learning_rate=lr if lr is not None else optim.lr,
+    kw = dict(output_dir=os.path.relpath(out_dir),     # the trainer records it (training_args.bin, tensorboard): no machine's folders
+              learning_rate=lr if lr is not None else optim.lr,
               per_device_train_batch_size=split.micro_batch, gradient_accumulation_steps=split.grad_accum,
               warmup_steps=optim.warmup, lr_scheduler_type=optim.schedule, weight_decay=optim.weight_decay,
               max_grad_norm=optim.max_grad_norm, seed=seed if seed is not None else optim.seed,
@@ -150,12 +151,12 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
     from rsi_repro.generate import adapter_identity
     from rsi_repro.typed import to_dict
     gpus = gpu_count() and world_size
-    evidence = {'tag': tag, 'base': model.base, 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
-                'warm_start': str(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
+    evidence = {'tag': tag, 'base': portable(model.base), 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
+                'warm_start': portable(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
                 'dropout': lora.dropout, 'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'world_size': world_size,
                 'effective_batch': optim.micro_batch * optim.grad_accum * world_size, 'seq_len': optim.seq_len,
                 'warmup': optim.warmup, 'schedule': optim.schedule, 'min_lr_rate': optim.min_lr_rate, 'seed': seed,
-                'dataset_path': str(dataset_path), 'dataset_sha256': sha256_file(dataset_path),
+                'dataset_path': portable(dataset_path), 'dataset_sha256': sha256_file(dataset_path),
                 'training_tokens': training_tokens, 'supervised_tokens': supervised_tokens, 'wall_seconds': round(wall_seconds, 2),
                 'precision': 'bf16' if (optim.bf16 and gpus) else 'fp32',   # bf16 is asked for GPUs; a CPU run trains in fp32
                 'lora_settings': to_dict(lora), 'optim_settings': to_dict(optim),
@@ -177,8 +178,9 @@ def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: st
             and all(ev.get(k) == v for k, v in settings.items()))
 
 def read_evidence(adapter_dir: str | Path) -> dict:
-    "The evidence beside an adapter, checking that the dataset it names still hashes to what it records."
+    "The evidence beside an adapter, its paths resolved from the adapter's project root, checking that the dataset still hashes to what it records."
     ev = json.loads((Path(adapter_dir) / EVIDENCE).read_text())
+    ev.update({k: str(from_root(ev[k], adapter_dir)) for k in ('dataset_path', 'warm_start') if ev.get(k)})
     if Path(ev['dataset_path']).exists() and sha256_file(ev['dataset_path']) != ev['dataset_sha256']:
         raise ValueError(f"{adapter_dir}: {ev['dataset_path']} no longer hashes to the dataset_sha256 the adapter was trained on")
     return ev
@@ -470,6 +472,7 @@ def _save_adapter(trainer, out: Path, model: ModelRef):
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
         write_chat_template(out)
+        portable_base_name(out)
         atomic_write_text(out / 'log_history.json', json.dumps(trainer.state.log_history, indent=1))
 
 def _reduce(trainer, value: int) -> int:
