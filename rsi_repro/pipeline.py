@@ -560,12 +560,14 @@ def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, 
 def _died_in(nb_out: Path) -> str:
     "The cell a dead kernel was running, from the executed notebook: its number and first line."
     import nbformat
-    try: cells = [c for c in nbformat.read(nb_out, as_version=4).cells if c.get('metadata', {}).get('papermill', {}).get('start_time')]
-    except (OSError, ValueError): cells = []
-    if not cells: return 'a cell'
-    c = max(cells, key=lambda c: c.metadata.papermill.start_time)
+    try: code = [c for c in nbformat.read(nb_out, as_version=4).cells if c.cell_type == 'code']
+    except (OSError, ValueError): code = []
+    started = [(n, c) for n, c in enumerate(code, 1) if c.get('metadata', {}).get('papermill', {}).get('start_time')]
+    if not started: return 'a cell'
+    n, c = max(started, key=lambda nc: nc[1].metadata.papermill.start_time)
     first = next((l for l in c.source.splitlines() if l.strip() and not l.startswith('#')), '')
-    return f"cell {c.execution_count} [{first[:60]}]"
+    # a kernel killed before it acknowledged the cell leaves no execution count; cells run in order, so the position is the count
+    return f"cell {c.execution_count or n} [{first[:60]}]"
 
 def _partial(profile: Profile, stage: Stage, arms: Sequence[str]) -> bool:
     "True when a stage that takes arms runs for some of its arms only."
