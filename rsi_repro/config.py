@@ -395,8 +395,8 @@ class Profile:
         for key in ('sft', 'dpo', 'repair', 'rounds'):
             optim = getattr(getattr(self, key), 'optim', None)
             if optim is None: continue
-            if key == 'dpo' and (optim.micro_batch_fit or optim.padding_free):
-                raise ProfileError(where, 'dpo.optim', "micro_batch_fit and padding_free are implemented for SFT stages only")
+            if key == 'dpo' and optim.padding_free:
+                raise ProfileError(where, 'dpo.optim.padding_free', "TRL's DPO pads every pair: padding_free is implemented for SFT stages only")
             if optim.padding_free and self.base.architecture == 'nemotron_h':
                 raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                    "would carry Mamba state from one example into the next (use length_grouping)")

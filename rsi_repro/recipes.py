@@ -13,12 +13,12 @@ from . import layout
 from .config import Profile
 from .corpora import binarize, chat_messages, check_disjoint, read_band, row_where, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
-from .io import atomic_write_text, read_jsonl, write_jsonl
+from .io import atomic_write_text, read_jsonl, sha256_file, write_jsonl
 from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
                               pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
 from .pools import read_pool
 from .stats import load_outcomes
-from .train import is_current, train_dpo, train_sft
+from .train import dpo_reference, is_current, train_dpo, train_sft
 from .typed import ProfileError
 
 # %% auto #0
@@ -119,14 +119,16 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     n_pairs = write_preference_pairs(profile, pairs_path)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
     ref = ModelRef.from_profile(profile)
+    reference = dpo_reference(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, warm_start=warm)   # once, for every arm
     prompts = audit_prompts(profile)
     reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
     rows = []
     for arm in cfg.grid:
         out = dpo_arm_dir(stage_dir, arm.name) / ADAPTER
-        if not is_current(out, pairs_path, warm, cfg.lora, cfg.optim, ref, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight):
+        if not is_current(out, pairs_path, warm, cfg.lora, cfg.optim, ref, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight,
+                          reference_sha256=sha256_file(reference)):
             train_dpo(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, out, tag=f"dpo-{arm.name}",
-                      beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to)
+                      beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to, reference=reference)
         answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, arm.name) / 'audit')
         outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {arm.name}")
         rows.append({'arm': arm.name, 'beta': arm.beta, 'lr': arm.lr, 'stop_rate': outcomes.stopped.mean(),

@@ -12,18 +12,21 @@ from typing import Optional, Sequence
 from .chat import write_chat_template
 from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
 from .config import Lora, Optim
-from .generate import ModelRef, base_identity, check_adapter_base, load_tokenizer, portable_base_name, release_engines
+from .generate import ModelRef, adapter_identity, base_identity, check_adapter_base, load_tokenizer, portable_base_name, release_engines
 from .io import atomic_write_text, from_root, portable, sha256_file
 from .layout import EVIDENCE
 from .typed import from_dict, to_dict
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'lora_targets', 'lora_config',
-           'load_for_training', 'CountingCollator', 'Split', 'trainer_kwargs', 'gpu_count', 'write_evidence',
-           'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
-           'use_varlen_attention', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'step_timer',
-           'heaviest_micro_batch', 'fit_split', 'resolve_split', 'train_and_record', 'train_sft', 'train_dpo',
-           'loss_log', 'launch_training', 'rank_main']
+__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN',
+           'lora_targets', 'lora_config', 'load_for_training', 'CountingCollator', 'Split', 'trainer_kwargs',
+           'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class',
+           'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'lean_grouped_mm_experts',
+           'use_lean_experts', 'choose_split', 'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths',
+           'fit_split', 'resolve_split', 'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record',
+           'train_sft', 'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs',
+           'train_dpo', 'loss_log', 'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference',
+           'reference_is_current', 'reference_evidence', 'reference_logps', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -355,6 +358,19 @@ def choose_split(effective: int,          # examples per optimiser step on this 
     raise RuntimeError(f"no split of {effective} examples per step fits this GPU "
                        f"(tried {', '.join('%dx%d' % (r['micro_batch'], r['grad_accum']) for r in table)}, checkpointing {modes})")
 
+# %% ../nbs/31_train.ipynb #g002
+FIT_MEMORY_FRACTION = 0.92   # a split may plan to use this share of the GPU's memory ...
+FIT_MARGIN = 0.10            # ... for its probe's peak grown by this share
+
+def fits_memory(peak: int,             # bytes: the probe's peak allocation (the second step on the run's heaviest micro-batch)
+                total: int,            # bytes: the GPU's memory
+                memory_fraction: float = FIT_MEMORY_FRACTION, margin: float = FIT_MARGIN) -> bool:
+    """Whether a split fits: its probe's peak, grown by `margin` for what a probe cannot see (the allocator's
+    fragmentation over a long run), within `memory_fraction` of the GPU."""
+    if not (0 <= margin < 1 and 0 < memory_fraction <= 1):
+        raise ValueError(f"margin ({margin}) must be in [0, 1) and memory_fraction ({memory_fraction}) in (0, 1]")
+    return peak * (1 + margin) <= memory_fraction * total
+
 # %% ../nbs/31_train.ipynb #f013
 def _sync():
     import torch
@@ -391,6 +407,12 @@ def heaviest_micro_batch(lengths: Sequence[int], micro_batch: int, window: int, 
             if not best or cost(mb) > cost(best): best = mb
     return best
 
+def fit_lengths(dataset, limit: int) -> list[int]:
+    """Each row's tokens as a micro-batch pads to them, capped at `limit` (`seq_len`), where the collator truncates: an
+    SFT row, or a DPO pair's prompt with its longer answer (the pair's chosen and rejected rows pad to it)."""
+    return [min(n, limit) for n in _row_lengths(dataset)]
+
+# %% ../nbs/31_train.ipynb #g004
 def _snapshot(net):
     return {n: p.detach().to('cpu', copy=True) for n, p in net.named_parameters() if p.requires_grad}
 
@@ -403,14 +425,15 @@ def _restore(net, snap, base, forward):
     if forward is None: base.__dict__.pop('forward', None)
     else: base.forward = forward
 
+# %% ../nbs/31_train.ipynb #g005
 def fit_split(make,                 # (split, steps, dataset, out_dir, sequential) -> a trainer on the run's model
               net, data, lengths: Sequence[int], optim: Optim, seed: int, steps: int | None,
-              memory_fraction: float = 0.92,   # a split fits when its peak stays under this share of the GPU's memory
+              memory_fraction: float = FIT_MEMORY_FRACTION, margin: float = FIT_MARGIN,   # see `fits_memory`
               ) -> tuple[Split, dict]:
-    """Measure the splits of the effective batch on this GPU (`choose_split`): each candidate trains one step on the
-    run's heaviest micro-batch (peak memory, optimiser state included) and two steps on the run's first two
-    optimiser steps' rows (the second one timed). The adapter's weights are put back after every probe, so the run
-    starts from exactly the weights it would have started from."""
+    """Measure the splits of the effective batch on this GPU (`choose_split`): each candidate trains two steps on the
+    run's heaviest micro-batch (the second step's peak, the optimiser's state included, must pass `fits_memory`) and two
+    steps on the run's first two optimiser steps' rows (the second one timed). The adapter's weights are put back after
+    every probe, so the run starts from exactly the weights it would have started from."""
     import gc, tempfile, torch
     effective = optim.micro_batch * optim.grad_accum
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
@@ -423,19 +446,18 @@ def fit_split(make,                 # (split, steps, dataset, out_dir, sequentia
     peaks = {}
     def measure(m, ckpt):
         trainer = None
-        split = Split(m, effective // m, ckpt)
         worst = heaviest_micro_batch(lengths, m, effective, seed, optim.length_grouping, optim.padding_free, n_epochs,
                                      known=optim.length_grouping or optim.padding_free)
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 gc.collect(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
-                trainer = make(Split(m, 1, ckpt), 1, data.select(worst), tmp, True)
+                trainer = make(Split(m, 1, ckpt), 2, data.select(worst + worst), tmp, True)   # the heaviest micro-batch twice
                 trainer.train()
-                peaks[(m, ckpt)] = peak = torch.cuda.max_memory_allocated()
+                peaks[(m, ckpt)] = peak = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
                 trainer.accelerator.free_memory(); trainer = None; _restore(net, snap, base, forward)
-                if peak > memory_fraction * total: return None
+                if not fits_memory(peak[0], total, memory_fraction, margin): return None
                 timer = step_timer()
-                trainer = make(split, 2, data.select(time_rows), tmp, True)
+                trainer = make(Split(m, effective // m, ckpt), 2, data.select(time_rows), tmp, True)
                 trainer.add_callback(timer)
                 trainer.train()
                 return timer.seconds[-1]
@@ -451,11 +473,14 @@ def fit_split(make,                 # (split, steps, dataset, out_dir, sequentia
     split, table = choose_split(effective, measure, optim.activation_checkpointing)
     for row in table:
         peak = peaks.get((row['micro_batch'], row['activation_checkpointing']))
-        row['peak_gib'] = None if peak is None else round(peak / 2**30, 2)
+        row['peak_gib'], row['reserved_gib'] = (None, None) if peak is None else (round(peak[0] / 2**30, 2), round(peak[1] / 2**30, 2))
     return split, {'candidates': table, 'seconds': round(time.perf_counter() - t0, 1), 'gpu_gib': round(total / 2**30, 1),
-                   'memory_fraction': memory_fraction}
+                   'memory_fraction': memory_fraction, 'margin': margin}
 
-def resolve_split(make, net, data, lengths, optim: Optim, seed: int, steps: int | None) -> tuple[Split, dict | None]:
+# %% ../nbs/31_train.ipynb #g006
+def resolve_split(make, net,
+                  rows,                 # () -> (dataset, lengths): the run's rows and their `fit_lengths`, read only to measure
+                  optim: Optim, seed: int, steps: int | None) -> tuple[Split, dict | None]:
     "The split a run trains with: the profile's, or (micro_batch_fit) the fastest that fits, measured on this GPU."
     import torch
     ckpt = optim.activation_checkpointing
@@ -465,7 +490,56 @@ def resolve_split(make, net, data, lengths, optim: Optim, seed: int, steps: int 
                          "(and activation_checkpointing) explicitly")
     if not torch.cuda.is_available():     # nothing to measure: the profile's split, checkpointing off unless asked
         return Split(optim.micro_batch, optim.grad_accum, ckpt is True), {'skipped': 'no CUDA device'}
-    return fit_split(make, net, data, lengths, optim, seed, steps)
+    return fit_split(make, net, *rows(), optim, seed, steps)
+
+# %% ../nbs/31_train.ipynb #g009
+def fallback_splits(split: Split, checkpointing) -> list[Split]:
+    """The splits a run falls back to, in order, when `split` runs out of memory: the same examples per step in smaller
+    micro-batches, then (checkpointing `auto`, off so far) with activations recomputed, from `split`'s micro-batch down."""
+    effective = split.micro_batch * split.grad_accum
+    smaller = [m for m in range(split.micro_batch - 1, 0, -1) if effective % m == 0]
+    out = [Split(m, effective // m, split.activation_checkpointing) for m in smaller]
+    if checkpointing == 'auto' and not split.activation_checkpointing:
+        out += [Split(m, effective // m, True) for m in [split.micro_batch, *smaller]]
+    return out
+
+def train_retrying(attempt,            # (split) -> the evidence; raises torch.OutOfMemoryError when the split does not fit
+                   split: Split, fallbacks: Sequence[Split],
+                   reset,              # () -> dict: frees what the failed attempt held, puts the adapter back; says what to record
+                   retries: list,      # one entry per failed split is appended here (the evidence records them)
+                   ) -> dict:
+    "Train at `split`; after a CUDA out-of-memory, from the start again at the next of `fallbacks`, each failure recorded."
+    import torch
+    for s in [split, *fallbacks]:
+        try: return attempt(s)
+        except torch.OutOfMemoryError as e: error = (str(e).splitlines() or ['out of memory'])[0][:200]
+        retries.append({**asdict(s), 'error': error, **reset()})
+    tried = ', '.join(f"{r['micro_batch']}x{r['grad_accum']}{' checkpointed' if r['activation_checkpointing'] else ''}" for r in retries)
+    raise torch.OutOfMemoryError(f"training ran out of GPU memory at every split it could fall back to ({tried})")
+
+# %% ../nbs/31_train.ipynb #g011
+def train_falling_back(make,       # (split) -> a trainer on `net` at that split
+                       train,      # (trainer, split, retries) -> the evidence (`train_and_record`, told the failed splits)
+                       net, split: Split, checkpointing) -> dict:
+    """Train at `split`, falling back to the next smaller split on CUDA out-of-memory (`train_retrying`), each retry
+    from the adapter's first weights. In one process only: a rank of several trains at `split` or fails."""
+    import gc, torch
+    retries = []
+    if int(os.environ.get('WORLD_SIZE', '1')) > 1: return train(make(split), split, retries)
+    base = net.get_base_model() if hasattr(net, 'get_base_model') else net
+    forward, snap, live = base.__dict__.get('forward'), _snapshot(net), []
+    def attempt(s):
+        live[:] = [make(s)]
+        return train(live[0], s, retries)
+    def reset():
+        trainer = live.pop() if live else None
+        step = None if trainer is None else trainer.state.global_step
+        if trainer is not None: trainer.accelerator.free_memory()
+        del trainer
+        _restore(net, snap, base, forward); gc.collect()
+        if torch.cuda.is_available(): torch.cuda.empty_cache()
+        return {'at_step': step}
+    return train_retrying(attempt, split, fallback_splits(split, checkpointing), reset, retries)
 
 # %% ../nbs/31_train.ipynb #c016
 def _save_adapter(trainer, out: Path, model: ModelRef):
@@ -512,6 +586,7 @@ def _prepare_for_speed(net, optim: Optim, architecture: str) -> None:
             raise ValueError("padding_free on nemotron_h would carry Mamba state from one example into the next; use length_grouping")
         use_varlen_attention(net)
 
+# %% ../nbs/31_train.ipynb #c016b
 def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, warm_start: str | None = None, steps: int | None = None, lr: float | None = None, seed: int | None = None,
               report_to: Sequence[str] = ('tensorboard',), callbacks: Sequence = (),
@@ -550,44 +625,96 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
             trainer.step_sampler_seed, trainer.step_sampler_group = run_seed, optim.length_grouping
         return trainer
     fit = None
-    if split is None: split, fit = resolve_split(make, net, data, lengths, optim, run_seed, steps if steps is not None else optim.steps)
+    if split is None:
+        split, fit = resolve_split(make, net, lambda: (data, lengths), optim, run_seed, steps if steps is not None else optim.steps)
     if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
-    trainer = make(split, steps, data, out_dir)
-    for cb in callbacks: trainer.add_callback(cb)
-    return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
-                            split=split, extra={'fit': fit} if fit else None)
+    def train(trainer, s: Split, retries: list):
+        for cb in callbacks: trainer.add_callback(cb)
+        return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
+                                split=s, extra={**({'fit': fit} if fit else {}), **({'oom_retries': list(retries)} if retries else {})})
+    return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
 
 # %% ../nbs/31_train.ipynb #c018
+def preference_rows(pairs_path: str | Path, reference: dict | None = None) -> 'Dataset':
+    """The pairs of a JSONL file as TRL's DPO trainer takes them, each with its row number (`pair`) and, given a reference
+    file's contents (`read_reference`), the reference's log-probabilities of its chosen and rejected answers."""
+    from datasets import Dataset
+    from rsi_repro.io import read_jsonl
+    pairs = read_jsonl(pairs_path)
+    if not pairs: raise ValueError(f"{pairs_path}: no preference pairs")
+    rows = [{'pair': i, **{k: p[k] for k in ('prompt', 'chosen', 'rejected')}} for i, p in enumerate(pairs)]
+    if reference is not None:
+        for r in rows:
+            r.update({k: reference[k][r['pair']] for k in ('ref_chosen_logps', 'ref_rejected_logps')})
+    return Dataset.from_list(rows)
+
+def use_shared_reference(trainer) -> None:
+    """Make a DPO trainer read each pair's reference log-probabilities from its dataset (TRL's precomputed columns)
+    instead of computing them at every step, and drop the reference adapter it no longer needs."""
+    if not hasattr(trainer, 'precompute_ref_logps'): raise RuntimeError("this TRL's DPOTrainer has no precomputed-reference path")
+    ds = trainer.train_dataset
+    if not {'ref_chosen_logps', 'ref_rejected_logps'} <= set(ds.column_names): raise ValueError("the pairs carry no reference log-probabilities")
+    gaps = [p for p, c, r in zip(ds['pair'], ds['ref_chosen_logps'], ds['ref_rejected_logps']) if c is None or r is None]
+    if gaps: raise ValueError(f"the reference has no log-probabilities for {len(gaps)} pairs the trainer keeps (first: pair {gaps[0]})")
+    trainer.precompute_ref_logps = True
+    if 'ref' in trainer.model.peft_config: trainer.model.delete_adapter('ref')
+
+def dpo_trainer_factory(net, tok, optim: Optim, *, beta: float, nll_weight: float, lr: float | None = None,
+                        report_to: Sequence[str] = (), shared_reference: bool = False):
+    "A function (split, steps, dataset, out_dir, probe) -> a DPO trainer on `net`: `fit_split`'s `make` (a probe logs nothing, reads rows in order)."
+    from trl import DPOConfig, DPOTrainer
+    def make(split: Split, n_steps, dataset, out, probe: bool = False):
+        if 'ref' in net.peft_config: net.delete_adapter('ref')     # each trainer copies the step-0 adapter into a new `ref`
+        args = DPOConfig(**trainer_kwargs(optim, out, [] if probe else report_to, lr, n_steps, split=split), beta=beta,
+                         loss_type=['sigmoid', 'sft'], loss_weights=[1.0, nll_weight], max_length=optim.seq_len,
+                         **({'train_sampling_strategy': 'sequential'} if probe else {}))
+        trainer = trainer_class(DPOTrainer)(model=net, args=args, train_dataset=dataset, processing_class=tok)
+        if shared_reference: use_shared_reference(trainer)
+        if optim.length_grouping and not probe: trainer.step_sampler_seed = optim.seed
+        return trainer
+    return make
+
+def processed_pairs(make, data, optim: Optim) -> tuple:
+    "The pairs as the DPO trainer keeps them (tokenized; a pair whose prompt fills `seq_len` dropped) and their `fit_lengths`."
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        kept = make(Split(optim.micro_batch, optim.grad_accum, False), 1, data, tmp, True).train_dataset
+    return kept, fit_lengths(kept, optim.seq_len)
+
+# %% ../nbs/31_train.ipynb #c018b
 def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, beta: float, nll_weight: float, warm_start: str | None = None, lr: float | None = None,
               steps: int | None = None, report_to: Sequence[str] = ('tensorboard',),
-              split: Split | None = None,      # train with this split (a launched rank's share of the step)
+              reference: str | Path | None = None,   # the pairs' reference log-probabilities (`dpo_reference`), read, not computed
+              split: Split | None = None,      # train with this split (a launched rank's share of the step), no fit
+              fit_to: str | None = None,       # only fit the split (micro_batch_fit) and write it to this file
               ) -> dict:
     "LoRA DPO (sigmoid + weighted NLL on the chosen answer) on a JSONL of TRL-format pairs; saves adapter and evidence."
-    from datasets import Dataset
-    from trl import DPOConfig, DPOTrainer
-    from rsi_repro.io import read_jsonl
-    if optim.micro_batch_fit or optim.padding_free:
-        raise ValueError("micro_batch_fit and padding_free are implemented for SFT stages; set micro_batch and grad_accum for DPO")
+    if optim.padding_free: raise ValueError("padding_free is implemented for SFT stages; TRL's DPO pads every pair")
     procs = processes()
-    if procs.elsewhere:
+    if procs.elsewhere and not fit_to:
         args = dict(model=asdict(model), architecture=architecture, data_path=str(pairs_path), lora=to_dict(lora), optim=to_dict(optim),
                     out_dir=str(out_dir), tag=tag, beta=beta, nll_weight=nll_weight, warm_start=warm_start, lr=lr, steps=steps,
-                    report_to=list(report_to))
+                    report_to=list(report_to), reference=str(reference) if reference else None)
         return launch_training('dpo', args, optim, procs)
     release_engines()
-    pairs = read_jsonl(pairs_path)
-    if not pairs: raise ValueError(f"{pairs_path}: no preference pairs")
-    data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in pairs])
+    shared = read_reference(reference, reference_key(model, pairs_path, warm_start, optim)) if reference else None
+    data = preference_rows(pairs_path, shared)
     tok = load_tokenizer(replace(model, adapter=None))
     net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)
     _prepare_for_speed(net, optim, architecture)
-    args = DPOConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps, split=split), beta=beta, loss_type=['sigmoid', 'sft'],
-                     loss_weights=[1.0, nll_weight], max_length=optim.seq_len)
-    trainer = trainer_class(DPOTrainer)(model=net, args=args, train_dataset=data, processing_class=tok)
-    if optim.length_grouping: trainer.step_sampler_seed = optim.seed
-    return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
-                            split=split, extra={'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft']})
+    make = dpo_trainer_factory(net, tok, optim, beta=beta, nll_weight=nll_weight, lr=lr, report_to=report_to, shared_reference=shared is not None)
+    fit = None
+    if split is None:
+        split, fit = resolve_split(make, net, lambda: processed_pairs(make, data, optim), optim, optim.seed,
+                                   steps if steps is not None else optim.steps)
+    if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
+    extra = {'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft'], **reference_evidence(reference),
+             **({'fit': fit} if fit else {})}
+    def train(trainer, s: Split, retries: list):
+        return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
+                                split=s, extra={**extra, **({'oom_retries': list(retries)} if retries else {})})
+    return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
 
 def loss_log(adapter_dir: str | Path) -> 'pd.DataFrame':
     "The trainer's per-step log (loss, learning rate, rewards…) as a table."
@@ -634,3 +761,78 @@ def rank_main(args: dict) -> None:
     if ev and fit:      # rank 0, after a fit on one GPU: the evidence says how the split was found
         atomic_write_text(Path(out_dir) / EVIDENCE, json.dumps({**ev, 'fit': fit}, indent=1))
 
+
+# %% ../nbs/31_train.ipynb #r002
+def reference_path(pairs_path: str | Path) -> Path:
+    "Where the reference log-probabilities of a pairs file live: beside it (`pairs.jsonl` -> `pairs.reference.json`)."
+    p = Path(pairs_path)
+    return p.with_name(f"{p.stem}.reference.json")
+
+def reference_key(model: ModelRef, pairs_path: str | Path, warm_start: str | None, optim: Optim) -> dict:
+    "What the reference's log-probabilities depend on: the pairs file, the base, the reference adapter, the truncation, the precision."
+    import torch
+    return {'pairs_sha256': sha256_file(pairs_path), 'base_identity': base_identity(model.base, model.revision), 'dtype': model.dtype,
+            'reference_identity': adapter_identity(warm_start), 'max_length': optim.seq_len,
+            'precision': 'bf16' if (optim.bf16 and torch.cuda.is_available()) else 'fp32'}
+
+def read_reference(path: str | Path, key: dict) -> dict:
+    "A reference file's contents, refused (one line naming the file and what differs) unless it was computed for exactly `key`."
+    path = Path(path)
+    if not path.exists(): raise FileNotFoundError(f"{path}: no reference log-probabilities there (dpo_reference writes them)")
+    doc = json.loads(path.read_text())
+    have = doc.get('key', {})
+    stale = sorted(k for k in set(key) | set(have) if have.get(k) != key.get(k))
+    if stale: raise ValueError(f"{path}: computed for another {', '.join(stale)} than this run's; compute it again (dpo_reference)")
+    return doc
+
+def reference_is_current(path: str | Path, key: dict) -> bool:
+    "True when `path` holds the reference log-probabilities of exactly `key`."
+    try: read_reference(path, key); return True
+    except (FileNotFoundError, ValueError): return False
+
+def reference_evidence(reference: str | Path | None) -> dict:
+    "What an arm's evidence says of the reference it read: the file (from the project root) and its sha256."
+    return {'reference': portable(reference), 'reference_sha256': sha256_file(reference)} if reference else {}
+
+# %% ../nbs/31_train.ipynb #r004
+def reference_logps(trainer, batch_size: int) -> dict[int, tuple[float, float]]:
+    """TRL's own reference computation (`DPOTrainer.compute_ref_log_probs`) over a DPO trainer's pairs, longest first so
+    that batches carry little padding, the model in training mode as in a training step: {pair: (chosen, rejected)}."""
+    from torch.utils.data import DataLoader
+    from tqdm.auto import tqdm
+    ds = trainer.train_dataset
+    lengths, pairs = _row_lengths(ds), ds['pair']
+    order = sorted(range(len(ds)), key=lambda i: -lengths[i])
+    cols = ds.select(order).select_columns(['prompt_ids', 'chosen_ids', 'rejected_ids'])
+    loader = DataLoader(cols, batch_size=batch_size, collate_fn=trainer.data_collator, shuffle=False)
+    trainer.model.train()
+    out, at = {}, 0
+    for batch in tqdm(loader, desc='reference log-probabilities', disable=os.environ.get('TQDM_DISABLE') == '1'):
+        chosen, rejected = trainer.compute_ref_log_probs(trainer.model, {k: v.to(trainer.accelerator.device) for k, v in batch.items()})
+        for c, r in zip(chosen.float().tolist(), rejected.float().tolist()): out[pairs[order[at]]] = (c, r); at += 1
+    return out
+
+def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lora: Lora, optim: Optim, *,
+                  warm_start: str | None = None, batch_size: int | None = None) -> Path:
+    """The reference log-probabilities of every pair, computed once beside the pairs file and kept while the pairs, the
+    base, the reference adapter, the truncation and the precision stay the same: the file every DPO arm reads."""
+    import gc, tempfile, torch
+    from rsi_repro.io import package_versions
+    path, key = reference_path(pairs_path), reference_key(model, pairs_path, warm_start, optim)
+    if reference_is_current(path, key): return path
+    release_engines()
+    tok = load_tokenizer(replace(model, adapter=None))
+    net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)     # every arm's step 0
+    _prepare_for_speed(net, optim, architecture)
+    data, t0 = preference_rows(pairs_path), time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = dpo_trainer_factory(net, tok, optim, beta=1.0, nll_weight=0.0)(Split(optim.micro_batch, 1, False), 1, data, tmp, True)
+        values = reference_logps(trainer, batch_size or optim.micro_batch)
+        trainer.accelerator.free_memory()
+    del trainer, net; gc.collect()
+    if torch.cuda.is_available(): torch.cuda.empty_cache()
+    got = [values.get(i, (None, None)) for i in range(len(data))]        # a pair TRL drops (its prompt fills seq_len) has none
+    atomic_write_text(path, json.dumps({'key': key, 'pairs': len(data), 'kept': len(values), 'batch_size': batch_size or optim.micro_batch,
+                                        'seconds': round(time.time() - t0, 1), 'versions': package_versions(),
+                                        'ref_chosen_logps': [c for c, _ in got], 'ref_rejected_logps': [r for _, r in got]}))
+    return path

@@ -14,9 +14,11 @@ def test_gpu_smoke_takes_the_nemotron_profiles_code_paths_on_a_nemotron_h_base()
     assert smoke.base.architecture == nemo.base.architecture == 'nemotron_h' and smoke.base.dtype == 'bfloat16'
     for s in ('sft', 'dpo', 'repair', 'rounds'):
         assert getattr(smoke, s).lora == getattr(nemo, s).lora                      # r=64 early, r=768 late, the same targets
-    for s in ('sft', 'repair', 'rounds'):
+    for s in ('sft', 'dpo', 'repair', 'rounds'):
         o = getattr(smoke, s).optim
         assert o.micro_batch_fit and o.length_grouping and o.lora_compute == 'bf16' and o.activation_checkpointing == 'auto'
+        n = getattr(nemo, s).optim                                                 # as the nemotron profile cuts its steps
+        assert (n.micro_batch_fit, n.length_grouping, n.lora_compute, n.activation_checkpointing) == (True, True, 'bf16', 'auto')
     assert smoke.serving.backend == 'vllm' and smoke.serving.merge_lora and not smoke.serving.vllm.batch_invariant
     assert [s.name for s in smoke.stages] == [s.name for s in nemo.stages]         # every stage the nemotron profile runs
     assert smoke.compute.env['NCCL_NVLS_ENABLE'] == '0'

@@ -35,10 +35,10 @@ def mix(tmp_path, n, seq_len=256, base=BASE):
     return path
 
 
-def run(tmp_path, name, path, optim, base=BASE, arch='llama', lora=Lora(r=8, alpha=16)):
+def run(tmp_path, name, path, optim, base=BASE, arch='llama', lora=Lora(r=8, alpha=16), callbacks=()):
     from rsi_repro.train import train_sft
     grads = grad_recorder()
-    ev = train_sft(base, arch, path, lora, optim, tmp_path / name, tag=name, report_to=[], callbacks=[grads])
+    ev = train_sft(base, arch, path, lora, optim, tmp_path / name, tag=name, report_to=[], callbacks=[grads, *callbacks])
     losses = [r['loss'] for r in json.loads((tmp_path / name / 'log_history.json').read_text()) if 'loss' in r]
     return ev, losses, grads.steps
 
@@ -172,7 +172,7 @@ def test_micro_batch_fit_refuses_several_processes(tmp_path, monkeypatch):
     from rsi_repro.train import resolve_split
     monkeypatch.setenv('WORLD_SIZE', '2')
     with pytest.raises(ValueError, match="measures one GPU"):
-        resolve_split(None, None, None, [1], optim(micro_batch_fit=True), 0, 1)
+        resolve_split(None, None, lambda: (None, [1]), optim(micro_batch_fit=True), 0, 1)
 
 
 def test_the_profile_refuses_what_cannot_work(tmp_path):
@@ -184,8 +184,58 @@ def test_the_profile_refuses_what_cannot_work(tmp_path):
         return load_profile(tmp_path / 'p.yaml', check_files=False)
     with pytest.raises(ProfileError, match="rounds.optim.padding_free: nemotron_h has Mamba layers"):
         load(lambda p: p['rounds']['optim'].update(padding_free=True, length_grouping=False))
-    with pytest.raises(ProfileError, match="dpo.optim: micro_batch_fit and padding_free are implemented for SFT stages only"):
-        load(lambda p: p['dpo']['optim'].update(micro_batch_fit=True))
+    with pytest.raises(ProfileError, match="dpo.optim.padding_free: TRL's DPO pads every pair"):
+        load(lambda p: p['dpo']['optim'].update(padding_free=True, length_grouping=False))
+    assert load(lambda p: p['dpo']['optim'].update(micro_batch_fit=True, activation_checkpointing='auto')).dpo.optim.micro_batch_fit
+
+
+
+def oom_above(micro_batch, at_step):
+    "A callback that fails like a GPU out of memory at `at_step` in every run whose micro-batch is above `micro_batch`."
+    from transformers import TrainerCallback
+    class OOM(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):
+            if args.per_device_train_batch_size > micro_batch and state.global_step == at_step:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (fake)")
+    return OOM()
+
+
+def test_a_run_out_of_memory_starts_again_at_the_next_split(tmp_path):
+    """A run that dies of CUDA out-of-memory at step 2 at micro-batch 4 starts again from its first weights at 2 x 4:
+    its losses and gradients are a plain 2 x 4 run's, and the evidence records the split that failed and where."""
+    path = mix(tmp_path, 8)
+    ev, losses, grads = run(tmp_path, 'retry', path, optim(micro_batch=4, grad_accum=2, steps=3), callbacks=[oom_above(2, 2)])
+    assert (ev['micro_batch'], ev['grad_accum']) == (2, 4)
+    assert ev['oom_retries'] == [{'micro_batch': 4, 'grad_accum': 2, 'activation_checkpointing': False,
+                                  'error': 'CUDA out of memory. Tried to allocate 20.00 GiB (fake)', 'at_step': 2}]
+    ev0, losses0, grads0 = run(tmp_path, 'plain', path, optim(micro_batch=2, grad_accum=4, steps=3))
+    assert 'oom_retries' not in ev0 and len(losses) == len(losses0) == 3
+    assert losses == losses0                                   # the same run, from the same first weights
+    assert len(grads) == 2 + 3                                 # two steps of the failed run were recorded too ...
+    for a, b in zip(grads[2:], grads0): close(a, b, 1e-6)      # ... then the retry's steps are the plain run's
+
+
+def test_a_dpo_run_out_of_memory_falls_back_with_its_reference(tmp_path, monkeypatch):
+    "DPO falls back the same way (the reference adapter TRL copies is rebuilt from the first weights): the plain 1 x 4 losses."
+    from rsi_repro.io import write_jsonl
+    from rsi_repro.train import train_dpo
+    pairs = [{'prompt': [{'role': 'user', 'content': f'Question {i}?'}], 'chosen': [{'role': 'assistant', 'content': f'Answer {i}.'}],
+              'rejected': [{'role': 'assistant', 'content': f'answer answer {" ".join(["x"] * i)}'}]} for i in range(8)]
+    write_jsonl(tmp_path / 'pairs.jsonl', pairs)
+    kw = dict(beta=0.1, nll_weight=1.0, report_to=[])
+    import rsi_repro.train as train
+    real = train.train_and_record
+    def with_oom(trainer, *a, **k):                           # DPO takes no callbacks: the fake failure goes in here
+        trainer.add_callback(oom_above(1, 1)); return real(trainer, *a, **k)
+    monkeypatch.setattr(train, 'train_and_record', with_oom)
+    ev = train_dpo(BASE, 'llama', tmp_path / 'pairs.jsonl', Lora(r=4, alpha=8), optim(micro_batch=2, grad_accum=2, steps=2, seq_len=128),
+                   tmp_path / 'dpo', tag='dpo', **kw)
+    monkeypatch.undo()
+    assert (ev['micro_batch'], ev['grad_accum'], [r['micro_batch'] for r in ev['oom_retries']]) == (1, 4, [2])
+    train_dpo(BASE, 'llama', tmp_path / 'pairs.jsonl', Lora(r=4, alpha=8), optim(micro_batch=1, grad_accum=4, steps=2, seq_len=128),
+              tmp_path / 'plain', tag='plain', **kw)
+    loss = lambda d: [r['loss'] for r in json.loads((tmp_path / d / 'log_history.json').read_text()) if 'loss' in r]
+    assert loss('dpo') == loss('plain')
 
 
 @pytest.mark.gpu
