@@ -19,7 +19,7 @@ from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN',
-           'lora_targets', 'lora_config', 'load_for_training', 'CountingCollator', 'Split', 'trainer_kwargs',
+           'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split', 'trainer_kwargs',
            'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class',
            'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'lean_grouped_mm_experts',
            'use_lean_experts', 'choose_split', 'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths',
@@ -92,21 +92,29 @@ def load_for_training(model: ModelRef, lora: Lora, architecture: str, warm_start
     return grown
 
 # %% ../nbs/31_train.ipynb #c010
-class CountingCollator:
-    "Wraps a collator, counting the tokens, supervised tokens and padded tokens (what the model computed on) of every batch."
-    def __init__(self, collator):
-        self.collator, self.tokens, self.supervised, self.padded = collator, 0, 0, 0
-    def __call__(self, examples):
-        batch = self.collator(examples)
+@dataclass
+class TokenCount:
+    "Tokens, supervised tokens and padded tokens of the micro-batches added so far."
+    tokens: int = 0
+    supervised: int = 0
+    padded: int = 0
+
+    def add(self, batch: dict) -> None:
         if 'attention_mask' in batch: self.tokens += int(batch['attention_mask'].sum())
-        elif 'input_ids' in batch: self.tokens += int(batch['input_ids'].numel())
+        elif 'input_ids' in batch: self.tokens += int(batch['input_ids'].numel())     # padding-free: one row, no padding
         if 'input_ids' in batch: self.padded += int(batch['input_ids'].numel())
-        for k in ('labels', 'chosen_labels'):
-            if k in batch: self.supervised += int((batch[k] != -100).sum())
-        if 'completion_mask' in batch and 'labels' not in batch: self.supervised += int(batch['completion_mask'].sum())
-        if 'prompt_ids' in batch:   # DPO: prompt + chosen + rejected, each read once
-            self.tokens = self.tokens + int(batch['prompt_mask'].sum()) if 'prompt_mask' in batch else self.tokens
-        return batch
+        if 'labels' in batch: self.supervised += int((batch['labels'] != -100).sum())
+        elif 'completion_mask' in batch: self.supervised += int(batch['completion_mask'].sum())
+
+def count_trained(trainer) -> TokenCount:
+    "A `TokenCount` of every micro-batch `trainer` trains on from now: each one its `training_step` receives."
+    count, step = TokenCount(), trainer.training_step
+    def counted(model, inputs, *args, **kwargs):
+        count.add(inputs)
+        return step(model, inputs, *args, **kwargs)
+    trainer.training_step = counted
+    return count
+
 
 # %% ../nbs/31_train.ipynb #c012
 @dataclass(frozen=True)
@@ -559,7 +567,7 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     "Train, save the adapter with its chat template, and (on rank 0) write the evidence; other ranks return {}."
     from transformers.trainer_callback import PrinterCallback
     trainer.remove_callback(PrinterCallback)       # without progress bars it prints every log line; log_history.json keeps them
-    counter = CountingCollator(trainer.data_collator); trainer.data_collator = counter
+    counter = count_trained(trainer)
     timer = step_timer(); trainer.add_callback(timer)
     t0 = time.time(); trainer.train(); wall = time.time() - t0
     out = Path(out_dir); _save_adapter(trainer, out, model)

@@ -268,3 +268,18 @@ def test_lean_experts_compute_exactly_what_grouped_mm_does(tmp_path, arch):
     assert use_lean_experts(model) and model.config._experts_implementation == LEAN_EXPERTS
     loss1, g1 = run()
     assert loss0 == loss1 and g0.keys() == g1.keys() and all(torch.equal(g0[k], g1[k]) for k in g0)
+
+
+def test_training_tokens_are_those_of_the_trained_micro_batches(tmp_path, monkeypatch):
+    """A run stopped mid-epoch (2 steps of an 8-micro-batch epoch) counts exactly the micro-batches its loss was computed
+    on: the data loader prepares the next batch ahead of the step that uses it, and that one must not count."""
+    import trl
+    seen = []
+    real = trl.SFTTrainer.compute_loss
+    def recorded(self, model, inputs, *a, **k):
+        seen.append((int(inputs['attention_mask'].sum()), int(inputs['input_ids'].numel())))
+        return real(self, model, inputs, *a, **k)
+    monkeypatch.setattr(trl.SFTTrainer, 'compute_loss', recorded)
+    ev, losses, _ = run(tmp_path, 'part', mix(tmp_path, 16), optim(micro_batch=2, grad_accum=2, steps=2))
+    assert len(seen) == 2 * 2 and len(losses) == 2
+    assert ev['training_tokens'] == sum(t for t, _ in seen) and ev['padded_tokens'] == sum(n for _, n in seen)

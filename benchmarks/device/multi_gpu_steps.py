@@ -26,7 +26,7 @@ def micro_batches(mix_path, micro_batch, profile):
     from trl import SFTConfig, SFTTrainer
     from rsi_repro.corpora import read_sft_mix
     from rsi_repro.generate import ModelRef, load_tokenizer
-    from rsi_repro.train import CountingCollator, load_for_training, trainer_kwargs
+    from rsi_repro.train import TokenCount, load_for_training, trainer_kwargs
     ref = ModelRef(str(TINY))
     tok = load_tokenizer(ref); tok.padding_side = 'right'
     optim = replace(profile.sft.optim, micro_batch=micro_batch, grad_accum=1, bf16=False)
@@ -38,8 +38,8 @@ def micro_batches(mix_path, micro_batch, profile):
     dl = trainer.get_train_dataloader()
     if hasattr(dl, 'set_epoch'): dl.set_epoch(0)
     out = []
-    for batch in dl:               # counted as train_and_record's CountingCollator counts a batch
-        c = CountingCollator(lambda b: b); c(batch)
+    for batch in dl:               # counted as train_and_record counts a trained micro-batch
+        c = TokenCount(); c.add(batch)
         out.append((c.tokens, int(batch['input_ids'].numel())))
     return out
 
