@@ -355,6 +355,10 @@ def _answer_from_doc(doc: str, max_words: int = 45) -> str | None:
     if not first: return None
     return first if first.endswith(('.', '!', '?')) else first + '.'
 
+def _without_addresses(signature: str) -> str:
+    "A signature whose defaults print as `<function f at 0x7fb4...>`, with the address (which differs from run to run) taken out."
+    return re.sub(r' at 0x[0-9a-fA-F]+', '', signature)
+
 def documented_objects() -> list[tuple[str, str, str]]:
     "(qualified name, answer, call signature or '') for standard-library objects with a usable docstring, in a fixed order."
     out, seen = [], set()
@@ -368,7 +372,7 @@ def documented_objects() -> list[tuple[str, str, str]]:
             q = f"{name}.{attr}"
             if not answer or q in seen: continue
             seen.add(q)
-            try: sig = f"{q}{inspect.signature(obj)}"
+            try: sig = _without_addresses(f"{q}{inspect.signature(obj)}")
             except (TypeError, ValueError): sig = ''
             out.append((q, answer, sig))
     return out
