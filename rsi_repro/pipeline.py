@@ -25,8 +25,8 @@ __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'ST
            'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths',
            'library_modules', 'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes',
            'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'foreign',
-           'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs', 'trusted_carry', 'run_stage',
-           'seal_of', 'rerecord', 'StagePlan', 'plan', 'run', 'format_plan']
+           'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs', 'trusted_carry',
+           'local_kernel_manager', 'run_stage', 'seal_of', 'rerecord', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -513,6 +513,15 @@ def trusted_carry(stage_dir: Path, reads: Reads, fresh: bool) -> None:
                    else f"restore it, or start {Path(stage_dir).name} clean with --force {Path(stage_dir).name}")
             raise StageFailed(f"{portable(path)} {what}; a rerun would carry it over: {fix}")
 
+# %% ../nbs/90_pipeline.ipynb #s001l
+def local_kernel_manager() -> type:
+    "jupyter's kernel manager (the one nbclient uses), with its kernels on IPC transport."
+    from jupyter_client.manager import AsyncKernelManager
+    class LocalKernelManager(AsyncKernelManager):
+        transport = 'ipc'
+    return LocalKernelManager
+
+
 # %% ../nbs/90_pipeline.ipynb #s002
 RESTORE = 'its previous finished run had these inputs: it is put back'
 
@@ -551,7 +560,8 @@ def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, 
     injected.source += watch_source(spec)
     tmp = stage_dir / f".{stage.notebook}.input.ipynb"
     nbformat.write(nb, tmp)
-    try: pm.execute_notebook(str(tmp), str(nb_out), cwd=str(profile.root), kernel_name='python3', progress_bar=False, log_output=False)
+    try: pm.execute_notebook(str(tmp), str(nb_out), cwd=str(profile.root), kernel_name='python3', progress_bar=False, log_output=False,
+                             kernel_manager_class=local_kernel_manager())
     finally:
         tmp.unlink(missing_ok=True)
         if nb_out.exists(): _tidy(nb_out, nb_in, Path(profile.root))

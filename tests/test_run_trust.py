@@ -314,3 +314,13 @@ def test_a_dead_kernel_is_one_line_naming_the_stage_and_cell(tmp_path, monkeypat
     assert len(err) == 1 and err[0].startswith("rsi-repro: error: stage 'big': its kernel died in cell 3 [import os, signal]: "
                                                "the process was killed, most likely for lack of memory"), err
     assert pl.read_manifest(tmp_path / 'outputs/t/big') is None
+
+
+def test_a_stage_kernel_is_on_local_ipc_and_says_nothing_of_tcp(bare):
+    "A stage's kernel listens on no TCP port (IPC sockets instead), so the run prints no kernel-transport warning."
+    p = profile_with(bare, "stages: [{name: pools, notebook: pools}]\n")
+    r = cli(bare, 'run', p)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert 'TCP' not in r.stdout + r.stderr and 'encryption' not in r.stdout + r.stderr, r.stderr[-2000:]
+    nb = json.loads((bare / 'outputs/t/pools/pools.ipynb').read_text())
+    assert nb['metadata']['papermill']['exception'] is None
