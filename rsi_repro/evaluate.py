@@ -14,7 +14,7 @@ import pandas as pd
 from .config import Profile, Serving, fingerprint
 from .constraints import check_all
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
-from .generate import make_backend, Decode, ModelRef, base_identity, generate, load_tokenizer
+from .generate import make_backend, Decode, ModelRef, base_identity, checkpoint_identity, generate, load_tokenizer
 from .io import atomic_write_text, library_sha256, portable, sha256_file, sha256_json, write_jsonl
 from .layout import EVIDENCE, adjudication_sheet, generations_dir, math_dir, pool_path, resolve_checkpoint, result_paths
 from .stats import load_outcomes
@@ -31,10 +31,10 @@ from .instruments.wide_chat import score_wide_chat
 
 # %% auto #0
 __all__ = ['eval_h6', 'eval_probe2', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'INSTRUMENTS', 'OUTCOME_FRONT',
-           'SCORER_MODULES', 'take', 'checkpoint_identity', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if',
-           'math_set', 'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn',
-           'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench',
-           'eval_checkpoints', 'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
+           'SCORER_MODULES', 'take', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if', 'math_set',
+           'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn', 'eval_safety',
+           'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints',
+           'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -62,17 +62,6 @@ class _LazyBackend:
         if name.startswith('_'): raise AttributeError(name)
         if self._obj is None: self._obj = make_backend(self._ref, self._serving, self._backend, self._work_dir)
         return getattr(self._obj, name)
-
-def checkpoint_identity(ref: ModelRef) -> str:
-    "A short hash of what the checkpoint's answers depend on: the base identity and the adapter's evidence or weights."
-    parts = [base_identity(ref.base, ref.revision), ref.dtype]
-    if ref.adapter:
-        folder = Path(ref.adapter)
-        evidence = folder / EVIDENCE
-        files = [evidence] if evidence.exists() else sorted(folder.glob('adapter_model.*'))
-        if not files: raise FileNotFoundError(f"{folder}: neither training_evidence.json nor adapter weights to identify the adapter by")
-        parts += [f.name + ':' + sha256_file(f) for f in files]
-    return sha256_json(parts)[:16]
 
 class Checkpoint:
     "A named checkpoint under evaluation: its model reference, its identity, and one shared backend."

@@ -19,11 +19,11 @@ from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
-           'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'adapter_identity',
-           'check_adapter_base', 'portable_base_name', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank',
-           'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend',
-           'EngineFailed', 'EngineWorker', 'engine_workers', 'release_engines', 'SpreadBackend', 'make_backend',
-           'plan_dir', 'generate']
+           'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'check_adapter_base',
+           'portable_base_name', 'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend',
+           'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args',
+           'VLLMBackend', 'EngineFailed', 'EngineWorker', 'engine_workers', 'release_engines', 'SpreadBackend',
+           'make_backend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -130,17 +130,6 @@ def base_identity(base: str, revision: str | None = None) -> str:
         return f"local:{h.hexdigest()[:16]}"
     return f"{base}@{revision or 'main'}"
 
-def adapter_identity(adapter: str | Path | None) -> str | None:
-    "What makes an adapter this adapter: its training evidence (unique per run) or, failing that, its weights' sha256."
-    if not adapter: return None
-    adapter = Path(adapter)
-    from rsi_repro.io import sha256_file
-    parts = [sha256_file(adapter / 'adapter_config.json')]
-    ev = adapter / EVIDENCE
-    if ev.exists(): parts.append(sha256_file(ev))
-    else: parts += [sha256_file(w) for w in sorted(adapter.glob('adapter_model*'))]
-    return sha256_json(parts)
-
 def check_adapter_base(adapter: str | Path, base: str, revision: str | None = None) -> None:
     "Refuse a damaged adapter, or one whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
     adapter = Path(adapter)
@@ -168,6 +157,22 @@ def portable_base_name(adapter: str | Path) -> None:
     if (card := adapter / 'README.md').exists():       # PEFT's card names the loaded base, which a warm start's config may not
         lines = card.read_text().splitlines(keepends=True)
         atomic_write_text(card, ''.join(re.sub(r"/[^\s'\"]+", lambda m: portable(m.group(0)), l) if 'base_model' in l else l for l in lines))
+
+# %% ../nbs/03_generate.ipynb #c010j
+def adapter_identity(adapter: str | Path | None) -> str | None:
+    "What makes an adapter this adapter: its PEFT config and its training evidence (unique per run), or else its weights."
+    if not adapter: return None
+    adapter = Path(adapter)
+    from rsi_repro.io import sha256_file
+    ev = adapter / EVIDENCE
+    files = [ev] if ev.exists() else sorted(adapter.glob('adapter_model*'))
+    if not files: raise FileNotFoundError(f"{adapter}: neither {EVIDENCE} nor adapter weights to identify the adapter by")
+    return sha256_json([sha256_file(adapter / 'adapter_config.json'), *(sha256_file(f) for f in files)])
+
+def checkpoint_identity(model: ModelRef) -> str:
+    "A short hash of what a checkpoint's answers depend on: its base, the precision it loads in, and its adapter."
+    return sha256_json([base_identity(model.base, model.revision), model.dtype, adapter_identity(model.adapter)])[:16]
+
 
 # %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):
@@ -244,7 +249,7 @@ def vllm_lora_plan(model: ModelRef, max_lora_rank: int) -> str:
 
 def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
     "Merge the adapter into the base and save a plain checkpoint (with tokenizer and template) vLLM can load."
-    out = Path(work_dir) / f"merged-{adapter_identity(model.adapter)[:16]}"    # a retrained adapter never reuses old weights
+    out = Path(work_dir) / f"merged-{checkpoint_identity(model)}"    # a retrained adapter never reuses old weights
     if not (out / 'config.json').exists():
         net = load_model(replace(model, merge=True), device='cpu')
         net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
@@ -468,9 +473,7 @@ ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
-            'model': {k: v for k, v in asdict(model).items() if k not in ('base', 'adapter')},   # those two by identity, below
-            'base_identity': base_identity(model.base, model.revision),
-            'adapter_identity': adapter_identity(model.adapter), 'decode': asdict(decode), 'backend': backend,
+            'checkpoint': checkpoint_identity(model), 'merge': model.merge, 'decode': asdict(decode), 'backend': backend,
             'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
             'shard_size': serving.shard_size, 'batch_size': serving.batch_size,
             'vllm': asdict(serving.vllm) if backend == 'vllm' else None}
