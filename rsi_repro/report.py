@@ -15,9 +15,9 @@ from .manifests import read_manifest
 from .pipeline import rerecord, run_lock
 
 # %% auto #0
-__all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'relativise', 'clean_notebook',
-           'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table', 'copy_source',
-           'grid_heatmap', 'summary_page', 'build_site', 'docs', 'main']
+__all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'blank_missing', 'relativise',
+           'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table',
+           'copy_source', 'grid_heatmap', 'summary_page', 'build_site', 'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -63,6 +63,12 @@ def _bare_repr(output) -> bool:
 def _has_image(outputs) -> bool:
     return any(k.startswith('image/') for o in outputs for k in o.get('data', {}))
 
+_MISSING_CELL = re.compile(r'<td>\s*(?:NaN|nan|None|NaT|&lt;NA&gt;)\s*</td>')
+
+def blank_missing(table_html: str) -> str:
+    "A table pandas rendered, its missing values (NaN, None, NaT, <NA>) shown as empty cells, as the front page shows them."
+    return _MISSING_CELL.sub('<td></td>', table_html)
+
 def relativise(text: str, root: str | Path) -> str:
     "Absolute paths under the project root written relative to it (a reader needs no builder's home folder)."
     root = str(Path(root).resolve()).rstrip('/')
@@ -81,6 +87,8 @@ def clean_notebook(nb, root: str | Path | None = None):
             c.source = strip_directives(c.source)
             if d.get('output', '').lower() == 'false': c.outputs = []
             if _has_image(c.outputs): c.outputs = [o for o in c.outputs if not _bare_repr(o)]
+            for o in c.outputs:
+                if 'text/html' in o.get('data', {}): o['data']['text/html'] = blank_missing(o['data']['text/html'])
             if root is not None:
                 c.source = relativise(c.source, root)
                 for o in c.outputs:
@@ -198,6 +206,7 @@ def notebook_html(nb_path: Path | None, out_path: Path, title: str, depth: int =
 
 # %% ../nbs/92_report.ipynb #c014
 def _fmt(v) -> str:
+    if v is None or v != v: return ''          # missing (None, NaN): an empty cell, as a spreadsheet shows it
     if isinstance(v, bool): return 'yes' if v else 'no'
     if isinstance(v, float): return f"{v:.3g}" if 0 < abs(v) < 1e-3 else f"{v:.3f}"
     return str(v)

@@ -254,6 +254,13 @@ def test_every_link_resolves_inside_the_site_and_numbers_link_to_their_files(sit
         assert f"href='{f}'" in front and (site / f).is_file()
 
 
+def test_no_page_shows_a_missing_value_as_nan_or_none(site):
+    "Empty notes, unstated targets and other missing values are empty cells on every page, never `NaN`, `nan` or `None`."
+    shown = {page.relative_to(site).as_posix(): re.findall(r'<td>\s*(?:<a [^>]*>)?\s*(NaN|nan|None|NaT|&lt;NA&gt;)\s*(?:</a>)?\s*</td>', page.read_text())
+             for page in site.rglob('*.html')}
+    assert {p: v for p, v in shown.items() if v} == {}
+
+
 def test_site_is_offline_and_publishable(site):
     for page in site.rglob('*.html'):
         text = page.read_text()
