@@ -45,3 +45,49 @@ def test_every_stage_notebook_resolves_its_defaults_from_the_repository_root(nam
         for k in ('stage_dir', 'run_dir'):
             p = ROOT / defaults[k]
             if not existed[k] and p.is_dir() and not any(p.iterdir()): p.rmdir()
+
+
+def notebook_defaults(name: str) -> dict:
+    "A stage notebook's parameters and their default values, as papermill reads them."
+    import ast, papermill as pm
+    return {k: ast.literal_eval(v['default']) for k, v in pm.inspect_notebook(str(ROOT / f'nbs/stages/{name}.ipynb')).items()}
+
+
+def test_every_stage_notebooks_defaults_are_its_entry_in_the_tiny_profile():
+    """Run by hand with its defaults, each stage notebook does what `rsi-repro run configs/tiny.yaml` has it do: the
+    demo's paths and every parameter the profile's entry for it sets (an entry that reuses another stage's notebook
+    under its own name, as eval_arms reuses eval's, passes its parameters explicitly)."""
+    prof = load_profile(ROOT / 'configs/tiny.yaml')
+    own = [s for s in prof.stages if s.name == s.notebook]
+    assert {s.notebook for s in own} == set(STAGES)
+    for s in own:
+        got = notebook_defaults(s.notebook)
+        want = {'profile_path': 'configs/tiny.yaml', 'stage_dir': f'outputs/tiny/{s.name}', 'run_dir': 'outputs/tiny', **dict(s.params)}
+        assert {k: got.get(k) for k in want} == want, s.name
+
+
+def run_by_hand(name: str, scratch: Path) -> dict:
+    "`papermill nbs/stages/NAME.ipynb OUT -p stage_dir SCRATCH` from the repository root, as the README shows; the executed notebook."
+    import subprocess, sys
+    out = scratch / f'{name}.ipynb'
+    r = subprocess.run([sys.executable, '-m', 'papermill', f'nbs/stages/{name}.ipynb', str(out), '-p', 'stage_dir', str(scratch / name),
+                        '--no-progress-bar'], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, f"{name} by hand: {r.stderr[-3000:]}"
+    return json.loads(out.read_text())
+
+
+FREE_STANDING = ('pools', 'preregister')      # read the profile only, no earlier stage
+
+
+@pytest.mark.parametrize('name', FREE_STANDING)
+def test_a_free_standing_stage_runs_by_hand_with_only_its_stage_dir(name, tmp_path):
+    nb = run_by_hand(name, tmp_path)
+    assert nb['metadata']['papermill']['exception'] is None and any((tmp_path / name).iterdir())
+
+
+@pytest.mark.study
+@pytest.mark.parametrize('name', [s for s in STAGES if s not in FREE_STANDING])
+def test_every_stage_runs_by_hand_on_the_demo_run_with_only_its_stage_dir(name, tmp_path):
+    "On the finished demo run (`make test-study` makes it), each stage notebook runs with nothing but `-p stage_dir`."
+    nb = run_by_hand(name, tmp_path)
+    assert nb['metadata']['papermill']['exception'] is None and any((tmp_path / name).iterdir())
