@@ -184,7 +184,7 @@ def check_family_nets(c, claims) -> list[dict]:
             _figure(c, "sum of family nets = fixed - lost", str(net), sum(v.values()),
                     f"{c['total_from']}: {tot['fixed']} - {tot['lost']} = {net}")]
 
-
+# %% ../nbs/22_card_audit.ipynb #c011z
 def check_rate(c, claims) -> list[dict]:
     rows, n = [], c["n"]
     for key, r in c["reported"].items():

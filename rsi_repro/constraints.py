@@ -190,6 +190,7 @@ def _spec(id, params, template, counter, verdict, measures, doc):
     return ConstraintSpec(id=id, params=tuple(params), template=template, counter=counter,
                           verdict=verdict, measures=measures, doc=doc)
 
+# %% ../nbs/10_constraints.ipynb #c023b
 CONSTRAINTS: dict[str, ConstraintSpec] = {s.id: s for s in [
     _spec("paragraphs", [_n("exact number of paragraphs", maximum=50)],
           "Write exactly {n} paragraphs, separated from each other by a blank line.",
@@ -261,6 +262,7 @@ class Constraint:
     def check(self, response: str) -> bool: return self.spec().check(response, **self.kwargs)
     def to_dict(self) -> dict: return {"id": self.id, "kwargs": dict(self.kwargs)}
 
+# %% ../nbs/10_constraints.ipynb #c029b
 _ALWAYS = lambda a, b: True
 _N = lambda c: c.kwargs["n"]
 # (family, family) -> (when they conflict, why). Symmetric lookups are handled by `conflict`.
@@ -292,6 +294,7 @@ def conflict(a: Constraint, b: Constraint) -> str | None:
         if (b.id, a.id) == (x, y) and x != y and when(b, a): return why
     return None
 
+# %% ../nbs/10_constraints.ipynb #c029c
 def compose(constraints: list[Constraint | Mapping]) -> tuple[Constraint, ...]:
     "Validated, conflict-free constraints (dicts {id, kwargs} accepted); raises naming the bad one or pair."
     cs = tuple(c if isinstance(c, Constraint) else Constraint(c["id"], dict(c.get("kwargs", {}))) for c in constraints)

@@ -332,6 +332,7 @@ class IFEvalInstruction:
         if err: raise IFEvalArgError(f"{at}instruction {self.id!r}: {err} (the reference would draw a random value)")
         return out
 
+# %% ../nbs/11_ifeval.ipynb #c018b
 def _i(id, check, cross=None, asks_language=None, **params): return IFEvalInstruction(id, check, params, cross, asks_language)
 def _nth_within(kw): return None if kw["nth_paragraph"] <= kw["num_paragraphs"] else "nth_paragraph exceeds num_paragraphs"
 

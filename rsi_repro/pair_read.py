@@ -299,6 +299,15 @@ _BUTTONS = (('A', 'A'), ('B', 'B'), ('tie', 'tie'), ('both bad', 'both_bad'))
 def _pre(text: str) -> str:
     return f"<pre style='white-space:pre-wrap;margin:0'>{html.escape(text)}</pre>"
 
+def _next_unlabelled(rows: list[dict], start: int) -> int:
+    "The first of `rows` at or after `start` (wrapping) without a label; the last row when all are labelled."
+    n = len(rows)
+    for k in range(n):
+        i = (start + k) % n
+        if not rows[i]['label'].strip(): return i
+    return n - 1
+
+# %% ../nbs/50_pair_read.ipynb #c028b
 class Annotator:
     "An ipywidgets sheet annotator: one pair at a time, saved after every click, resumable."
     def __init__(self, sheet_path: str | Path, annotator: str = 'person'):
@@ -322,11 +331,7 @@ class Annotator:
 
     def next_unlabelled(self, start: int) -> int:
         "The first row at or after `start` (wrapping) without a label; the last row when all are labelled."
-        n = len(self.rows)
-        for k in range(n):
-            i = (start + k) % n
-            if not self.rows[i]['label'].strip(): return i
-        return n - 1
+        return _next_unlabelled(self.rows, start)
 
     @property
     def done(self) -> int: return sum(bool(r['label'].strip()) for r in self.rows)

@@ -46,6 +46,7 @@ def read_ifeval_file(path: str | Path) -> list[dict]:
     if not rows: raise IFEvalDataError(f"{path}: no prompts")
     return rows
 
+# %% ../../nbs/47_instruments_ifeval_official.ipynb #c005b
 def ifeval_rows_from_hub(dataset_id: str, split: str = 'train') -> list[dict]:
     "IFEval rows from a Hugging Face dataset id (network); refused at once when the Hub is switched off."
     fix = "point evals.ifeval.prompts at a local JSONL in IFEval's format (key, prompt, instruction_id_list, kwargs)"
