@@ -30,7 +30,7 @@ STDLIB_MODULES = ('os', 're', 'json', 'collections', 'itertools', 'functools', '
     'optparse', 'getopt', 'getpass', 'multiprocessing', 'concurrent.futures')
 
 def tiny_corpus() -> list[str]:
-    "Documents from the pydoc topics and standard-library docstrings, de-duplicated, in a fixed order."
+    "Documents from the pydoc topics (as Python ships them: one topic text appears twice) and the standard-library docstrings not already among them, in a fixed order."
     import pydoc_data.topics
     docs = [pydoc_data.topics.topics[k] for k in sorted(pydoc_data.topics.topics)]
     seen = set(docs)
