@@ -62,6 +62,7 @@ class Decode:
     @property
     def greedy(self) -> bool: return self.temperature == 0.0
 
+# %% ../nbs/03_generate.ipynb #c005b
 def load_requests(path: str | Path) -> list[dict]:
     "Read `{id, messages}` rows, refusing duplicate ids and malformed conversations (naming file and line)."
     rows, seen = [], {}
