@@ -35,6 +35,8 @@ class Rate:
     path: str           # where in that file
     what: str = ''      # what was measured, in a line
 
+
+# %% ../nbs/94_estimate.ipynb #c005b
 # Results files written before the `rates` convention, and where each of their rates sits in them.
 RATE_LOCATIONS: dict[str, tuple[str, str, str, str]] = {
     'train.sft.nemotron_h-1.1b': ('multi_gpu_2.json', 'sft.single.full_step_tokens_per_s', 'tokens/s',
@@ -44,6 +46,7 @@ RATE_LOCATIONS: dict[str, tuple[str, str, str, str]] = {
     'train.sft.nemotron_h-147m': ('gpu_stages.json', 'sft.tokens_per_s', 'tokens/s',
         "train_sft, scaled-down Nemotron-H (147 M parameters), LoRA r=64, micro-batch 8 x 2, seq-len 512, one H200"),
 }
+
 
 # %% ../nbs/94_estimate.ipynb #c007
 _SEGMENT = re.compile(r'([^.\[\]]+)(?:\[([^\]]+)\])?')
@@ -189,6 +192,8 @@ class Work:
     cap: Optional[int] = None      # max_new_tokens of a generation
     bound: bool = False            # count is an upper bound
 
+
+# %% ../nbs/94_estimate.ipynb #c022b
 def _rows(path: Path, where: str) -> int:
     "Non-blank lines of a JSONL file."
     if not path.is_file(): raise EstimateError(f"{where}: {path} not found")
@@ -202,6 +207,7 @@ def serve_requests(profile: Profile) -> int:
 def _reads(profile: Profile, stage: Stage, names: str) -> Work:
     return Work(stage.name, 'reads', f"serve prompts answered by {names}, greedy", 'generate',
                 2 * serve_requests(profile), 'serve', profile.serving.max_new_tokens)
+
 
 # %% ../nbs/94_estimate.ipynb #c023
 KNOWN_PROMPT_SETS = {'google/IFEval': (541, "IFEval's published set")}   # hub ids whose size is known without the network
@@ -251,6 +257,8 @@ def _section(profile: Profile, name: str):
     if cfg is None: raise EstimateError(f"{profile.path}: a stage runs the {name} notebook but the profile has no {name} section")
     return cfg
 
+
+# %% ../nbs/94_estimate.ipynb #c026b
 def serve_work(p: Profile, st: Stage, run=None) -> list[Work]:
     return [Work(st.name, 'base', 'serve prompts, greedy', 'generate', serve_requests(p), 'serve', p.serving.max_new_tokens)]
 
@@ -267,6 +275,8 @@ def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
                 Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example')]
     return out + [_reads(p, st, 'base and sft')]
 
+
+# %% ../nbs/94_estimate.ipynb #c026d
 def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'dpo')
     pairs, audit = sum(b.stop - b.start for b in cfg.corpus.bands), cfg.audit.stop - cfg.audit.start
@@ -278,6 +288,7 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
                      'train.dpo', trained, 'dpo_pair'),
                 Work(st.name, arm.name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
     return out + [_reads(p, st, 'sft and dpo')]
+
 
 # %% ../nbs/94_estimate.ipynb #c028
 def pool_size(p: Profile, pool: str, where: str) -> int:
