@@ -304,6 +304,8 @@ def _sampling(p: Profile, st: Stage, pool: str, sampling, draws: int, mixes: int
             Work(st.name, f"sampling {pool}", f"kept samples through the chat template (at most {min(sampling.k, sampling.cap_per_prompt)} "
                  "per prompt and draw)", 'cpu.mix_tokenise', n * min(sampling.k, sampling.cap_per_prompt) * mixes, 'mix_example', bound=True)]
 
+
+# %% ../nbs/94_estimate.ipynb #c028b
 def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'repair')
     steps = cfg.optim.steps
@@ -324,6 +326,7 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
                         a.steps * r.optim.effective_batch, 'mix_example'))
     return out
 
+
 # %% ../nbs/94_estimate.ipynb #c030
 def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str], run=None) -> list[Work]:
     "One checkpoint's generations: each instrument's sets, and the sets termination audits that no instrument generated."
@@ -332,6 +335,8 @@ def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str]
     return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
             for inst in names for s, n in instrument_requests(p, inst, run)]
 
+
+# %% ../nbs/94_estimate.ipynb #c030b
 def _decontam(p: Profile, st: Stage) -> list[Work]:
     "The math problems decontaminated against every corpus the profile trains on (`rsi_repro.trained_on.training_corpora`)."
     part, out = 'math decontam', []
@@ -355,6 +360,8 @@ def _decontam(p: Profile, st: Stage) -> list[Work]:
                         "shingle scan", 'cpu.decontam_scan', sum(mixes), 'mix_example', bound=True))
     return out
 
+
+# %% ../nbs/94_estimate.ipynb #c030d
 def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Every checkpoint on every instrument; with math, the problems decontaminated once against every corpus the profile trains on."
     from rsi_repro.evaluate import eval_checkpoints, eval_instruments
@@ -362,6 +369,8 @@ def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
     out = [w for ck in cks for w in _evaluate(p, st, ck, insts, run)]
     return out + (_decontam(p, st) if 'math' in insts else [])
 
+
+# %% ../nbs/94_estimate.ipynb #c030f
 def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "One retrained parent per seed (the stage's recipe), then every parent and soup evaluated on the soups' instruments."
     cfg = _section(p, 'soups')
@@ -374,6 +383,8 @@ def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     names = [f"{cfg.stage}-s{s}" for s in cfg.seeds] + [f"soup_{m}" for m in cfg.methods] + ([cfg.stage] if cfg.include_stage else [])
     return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments, run)]
 
+
+# %% ../nbs/94_estimate.ipynb #c030h
 STAGE_WORK: dict[str, Callable[..., list[Work]]] = {   # notebook -> rule(profile, stage, run folder or None)
     'serve': serve_work, 'sft': sft_work, 'dpo': dpo_work, 'repair': repair_work, 'rounds': rounds_work,
     'eval': eval_work, 'soups': soups_work}
@@ -388,6 +399,7 @@ def profile_work(p: Profile, run: str | Path | None = None) -> list[Work]:
             raise EstimateError(f"{p.path}: stage {st.name!r} runs the notebook {st.notebook!r}, which the estimate has no rule for")
         out += STAGE_WORK[st.notebook](p, st, run)
     return out
+
 
 # %% ../nbs/94_estimate.ipynb #c033
 GPU_BACKENDS = ('hf', 'vllm')
