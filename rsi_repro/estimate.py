@@ -18,7 +18,7 @@ __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_P
            'GPU_BACKENDS', 'CPU_KINDS', 'EstimateError', 'Rate', 'lookup', 'read_rates', 'shape_of', 'Length',
            'card_lengths', 'run_lengths', 'Work', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work',
            'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work',
-           'rate_keys', 'Line', 'price', 'Estimate', 'estimate', 'missing_message', 'gpu_rows', 'cpu_rows',
+           'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows',
            'format_estimate', 'to_json', 'estimate_command']
 
 # %% ../nbs/94_estimate.ipynb #c005
@@ -462,12 +462,35 @@ class Estimate:
     rates_dir: str
     stand_ins: Mapping[str, str] = field(default_factory=dict)   # kind -> the key the work asks for, where --rate priced it with another
 
+
+# %% ../nbs/94_estimate.ipynb #c036b
 def _parse_lengths(given: Mapping[str, float]) -> dict[str, Length]:
     known = (*GEN_SETS, *TRAIN_UNITS)
     bad = [k for k in given if k not in known]
     if bad: raise EstimateError(f"--mean-tokens: unknown length(s) {bad} (known: {', '.join(known)})")
     return {k: Length(float(v), 'given on the command line') for k, v in given.items()}
 
+
+# %% ../nbs/94_estimate.ipynb #c036d
+def _shown(path) -> str:
+    "A path as a reader in the working folder would type it."
+    p = Path(path).resolve()
+    return str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(path)
+
+def missing_message(missing: Sequence[str], rates: Mapping[str, Rate], rates_dir) -> str:
+    "Which rates are missing, where the estimate looked, and the rates of the same kind that are there."
+    lines = [f"no measured rate for {len(missing)} kind(s) of work in {_shown(rates_dir)}/*.json:"]
+    for k in missing:
+        kind = '.'.join(k.split('.')[:2]) if not k.startswith('cpu.') else k
+        near = sorted(r for r in rates if r.startswith(kind + '.') or r == kind)
+        lines.append(f"  {k}" + (f"  (there: {', '.join(near)})" if near else "  (none of this kind there)"))
+    lines.append("A results file declares rates in a top-level 'rates' mapping {key: {value, unit, what}}. Measure the missing "
+                 "ones, or pass --shape SHAPE (or --rate KIND=KEY) to price with another measured shape's rates, "
+                 "or --partial to print the estimate with those cells empty.")
+    return '\n'.join(lines)
+
+
+# %% ../nbs/94_estimate.ipynb #c036f
 def estimate(profile: Profile,
              rates_dir: str | Path = 'benchmarks/results',   # the results files to read rates from
              run: str | Path | None = None,                  # a run folder whose generated rows and evidence give mean lengths
@@ -494,22 +517,6 @@ def estimate(profile: Profile,
                     {k: rates[k] for k in keys.values() if k in rates}, {k: lengths[k] for k in sorted(used)}, tuple(missing), str(rates_dir),
                     {k: own[k] for k in keys if keys[k] != own[k]})
 
-def _shown(path) -> str:
-    "A path as a reader in the working folder would type it."
-    p = Path(path).resolve()
-    return str(p.relative_to(Path.cwd())) if p.is_relative_to(Path.cwd()) else str(path)
-
-def missing_message(missing: Sequence[str], rates: Mapping[str, Rate], rates_dir) -> str:
-    "Which rates are missing, where the estimate looked, and the rates of the same kind that are there."
-    lines = [f"no measured rate for {len(missing)} kind(s) of work in {_shown(rates_dir)}/*.json:"]
-    for k in missing:
-        kind = '.'.join(k.split('.')[:2]) if not k.startswith('cpu.') else k
-        near = sorted(r for r in rates if r.startswith(kind + '.') or r == kind)
-        lines.append(f"  {k}" + (f"  (there: {', '.join(near)})" if near else "  (none of this kind there)"))
-    lines.append("A results file declares rates in a top-level 'rates' mapping {key: {value, unit, what}}. Measure the missing "
-                 "ones, or pass --shape SHAPE (or --rate KIND=KEY) to price with another measured shape's rates, "
-                 "or --partial to print the estimate with those cells empty.")
-    return '\n'.join(lines)
 
 # %% ../nbs/94_estimate.ipynb #c039
 def _tok(x: Optional[float], bound: bool = False) -> str:
@@ -531,6 +538,8 @@ def _sum(xs) -> Optional[float]:
     xs = list(xs)
     return None if any(x is None for x in xs) else sum(xs)
 
+
+# %% ../nbs/94_estimate.ipynb #c039b
 def _groups(lines: Sequence[Line], detail: bool) -> list[tuple[str, str, list[Line]]]:
     out: dict[tuple, list[Line]] = {}
     for i, l in enumerate(lines): out.setdefault((l.work.stage, l.work.part) + ((i,) if detail else ()), []).append(l)
@@ -560,6 +569,7 @@ def cpu_rows(est: Estimate, detail: bool = False) -> list[list[str]]:
         work = '' if stage == 'total' else (f"{_tok(ls[0].tokens, b)} tokens" if ls[0].tokens is not None else f"{ls[0].work.count:,} rows")
         rows.append([stage, part, work, _hours(_sum(l.hours['cpu'] for l in ls), b), '' if stage == 'total' else ls[0].work.what])
     return rows
+
 
 # %% ../nbs/94_estimate.ipynb #c040
 def format_estimate(est: Estimate, detail: bool = False) -> str:
