@@ -153,10 +153,8 @@ def _train_unit(ev: Mapping) -> Optional[str]:
     if 'beta' in ev: return 'dpo_pair'
     return 'sft_example' if str(ev.get('tag', '')).startswith('sft') else 'mix_example'
 
-def run_lengths(run_dir: str | Path) -> dict[str, Length]:
-    "Mean lengths measured in a run folder: new tokens of every generated row by set; tokens per trained example from the evidence."
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir(): raise EstimateError(f"{run_dir}: no such run folder")
+def _generated_lengths(run_dir: Path) -> dict[str, Length]:
+    "Mean new tokens of the rows a run folder generated, by generation set."
     gen: dict[str, list[int]] = {}
     for shard in sorted(run_dir.rglob('shard-*.jsonl')):
         key = _gen_set(shard.relative_to(run_dir).parts)
@@ -165,6 +163,10 @@ def run_lengths(run_dir: str | Path) -> dict[str, Length]:
             n = row.get('new_tokens')
             if not isinstance(n, int): raise EstimateError(f"{shard}:{lineno}: no integer new_tokens")
             s = gen.setdefault(key, [0, 0]); s[0] += 1; s[1] += n
+    return {k: Length(t / n, f"run {run_dir}: mean new tokens of {n:,} generated rows") for k, (n, t) in gen.items() if n}
+
+def _trained_lengths(run_dir: Path) -> dict[str, Length]:
+    "Tokens per trained example in a run folder, by training unit, from its training evidence (a shipped copy counts once)."
     train: dict[str, dict] = {}
     for f in sorted(run_dir.rglob(EVIDENCE)):
         ev = json.loads(f.read_text())
@@ -172,12 +174,18 @@ def run_lengths(run_dir: str | Path) -> dict[str, Length]:
         if unit is None: continue    # a soup, or evidence without training
         ident = (ev.get('tag'), ev.get('dataset_sha256'), ev.get('seed'), ev['steps'])   # a shipped copy counts once
         train.setdefault(unit, {})[ident] = (ev['training_tokens'], ev['steps'] * ev['effective_batch'])
-    out = {k: Length(t / n, f"run {run_dir}: mean new tokens of {n:,} generated rows") for k, (n, t) in gen.items() if n}
+    out = {}
     for unit, runs in train.items():
         tokens, examples = (sum(x) for x in zip(*runs.values()))
         out[unit] = Length(tokens / examples, f"run {run_dir}: {tokens:,} training tokens over {examples:,} examples "
                                               f"({len(runs)} training run{'s' * (len(runs) > 1)})")
     return out
+
+def run_lengths(run_dir: str | Path) -> dict[str, Length]:
+    "Mean lengths measured in a run folder: new tokens of every generated row by set; tokens per trained example from the evidence."
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir(): raise EstimateError(f"{run_dir}: no such run folder")
+    return {**_generated_lengths(run_dir), **_trained_lengths(run_dir)}   # generation sets and training units never share a name
 
 # %% ../nbs/94_estimate.ipynb #c022
 @dataclass(frozen=True)
@@ -212,6 +220,16 @@ def _reads(profile: Profile, stage: Stage, names: str) -> Work:
 # %% ../nbs/94_estimate.ipynb #c023
 KNOWN_PROMPT_SETS = {'google/IFEval': (541, "IFEval's published set")}   # hub ids whose size is known without the network
 
+def _math_requests(profile: Profile, s, where: str, run=None) -> list[tuple[str, int]]:
+    "The math set's size: the takes of its sources, else the problems a run decontaminated."
+    takes = [src.take for src in s.sources or ()]
+    if takes and None not in takes: return [('math', sum(takes))]
+    built = [math_dir(Path(d) / EVAL_STAGES[0]) / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
+    for f in built:
+        if f.is_file(): return [('math', _rows(f, f"{where}: the run's decontaminated problems"))]
+    raise EstimateError(f"{where}.n: null, so the count depends on decontamination, and no run holds its problems "
+                        f"({', '.join(map(str, built))}); set it (or a take on every source), or give --run")
+
 def instrument_requests(profile: Profile, name: str, run: str | Path | None = None) -> list[tuple[str, int]]:
     "(generation set, completions) one checkpoint's evaluation by instrument `name` generates, from the profile's sizes (and a run's math problems)."
     from rsi_repro.instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path
@@ -229,14 +247,7 @@ def instrument_requests(profile: Profile, name: str, run: str | Path | None = No
     if name in ('code', 'open_chat', 'wide_chat', 'safety', 'multi_turn'):
         n = _rows(profile.resolve(s.prompts) if s.prompts else default_prompt_path(name), f"{where}.prompts")
         return [(name, n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
-    if name == 'math':
-        takes = [src.take for src in s.sources or ()]
-        if takes and None not in takes: return [('math', sum(takes))]
-        built = [math_dir(Path(d) / EVAL_STAGES[0]) / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
-        for f in built:
-            if f.is_file(): return [('math', _rows(f, f"{where}: the run's decontaminated problems"))]
-        raise EstimateError(f"{where}.n: null, so the count depends on decontamination, and no run holds its problems "
-                            f"({', '.join(map(str, built))}); set it (or a take on every source), or give --run")
+    if name == 'math': return _math_requests(profile, s, where, run)
     if name == 'ifeval':
         path = profile.resolve(s.prompts)
         if path.is_file(): return [('ifeval', _rows(path, f"{where}.prompts"))]
