@@ -13,7 +13,7 @@ import yaml
 
 from .evals import Evals
 from .io import sha256_json
-from .promotion import PromotionRule
+from .promotion import Override, PromotionRule, check_overrides
 from .typed import ProfileError, from_dict, one_of, positive, to_dict
 
 # %% auto #0
@@ -344,6 +344,7 @@ class Profile:
     pair_read: Optional[PairRead] = None
     soups: Optional[Soups] = None
     promotion: Optional[PromotionRule] = None               # read by rsi_repro.promotion
+    overrides: tuple[Override, ...] = ()                    # a person's verdicts beside the rule's (the decide stage)
     evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
     path: str = field(default='', compare=False)
     root: str = field(default='.', compare=False)
@@ -363,6 +364,7 @@ class Profile:
             if optim.padding_free and self.base.architecture == 'nemotron_h':
                 raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                    "would carry Mamba state from one example into the next (use length_grouping)")
+        check_overrides(self.overrides, where)
         check_vllm_ranks(self, where)
 
     def resolve(self, path: str | Path) -> Path:

@@ -14,7 +14,7 @@ from .config import Profile
 from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
-from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
+from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, GRID_STAGE, JUDGEMENT_FILE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
                               pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
 from .pools import read_pool
 from .stats import load_outcomes
@@ -24,7 +24,7 @@ from .typed import ProfileError
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool',
            'repair_stage', 'mix_target_report', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage',
-           'decide_stage', 'decide_paired_read', 'grid_stage']
+           'grid_stage', 'decide_stage', 'decide_tables', 'decide_paired_read', 'decide_reads']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -264,38 +264,7 @@ def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
     atomic_write_text(out / 'pools.json', json.dumps({'sizes': summary['pools'], 'sha256': hashes, 'second_constraints': second}, indent=2))
     return {'pools': built, 'summary': summary, 'sha256': hashes, 'second_constraints': second}
 
-def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
-                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0],
-                 allow_post_hoc: bool = True):
-    """Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json. Results
-    older than the seal (a rule re-sealed after the evaluation) give a decision labelled post hoc, or with
-    `allow_post_hoc=False` an error."""
-    from rsi_repro.preregister import decide
-    rule = profile.section('promotion')             # read once, when the profile loaded
-    seal_path = seal_path or layout.seal_path(profile=profile)
-    path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
-    incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
-    candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
-    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc)
-    decision.write(Path(stage_dir) / DECISION_FILE)
-    paired = decide_paired_read(profile, stage_dir, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
-    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
-            'paired': paired}
-
-def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, incumbent_outcomes: dict,
-                       candidate_outcomes: dict, eval_stage: str = EVAL_STAGES[0]) -> 'pd.DataFrame':
-    "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
-    from rsi_repro.evaluate import INSTRUMENTS
-    from rsi_repro.paired import paired_read, write_paired_read
-    def sources(ck, given):       # the rule's outcome files as the decision read them, the eval stage's for every other instrument
-        found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
-        return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
-    a, b = sources(incumbent, incumbent_outcomes), sources(candidate, candidate_outcomes)
-    read = paired_read({i: load_outcomes(*a[i]) for i in a if i in b}, {i: load_outcomes(*b[i]) for i in a if i in b})
-    read = read.assign(candidate=candidate, incumbent=incumbent)
-    write_paired_read(read, stage_dir)
-    return read
-
+# %% ../nbs/35_recipes.ipynb #c020g
 def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
     "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."
     from rsi_repro import grid
@@ -306,4 +275,90 @@ def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_st
     outcomes, incumbent = {a['cell']: find(a['cell']) for a in arms}, find(champion)
     table = grid.grid_table(arms, outcomes, incumbent)
     table.to_csv(grid_table_path(stage_dir, instrument), index=False)
-    return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent)}
+    prior = grid.grid_prior(table) if len(table) else None
+    spread = grid.seed_spread(table)
+    if prior: atomic_write_text(grid_table_path(stage_dir, instrument, 'grid_prior'), json.dumps(prior, indent=1))
+    spread.to_csv(grid_table_path(stage_dir, instrument, 'seed_spread'), index=False)
+    return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent), 'prior': prior, 'spread': spread}
+
+# %% ../nbs/35_recipes.ipynb #c020d
+def _label(profile: Profile) -> str:
+    "The profile's file as a reader names it: from the project root when it is inside it, else its name."
+    path, root = Path(profile.path).resolve(), Path(profile.root).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
+                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0],
+                 allow_post_hoc: bool = True, grid_dir: str | Path | None = None, grid_instrument: str = 'h6'):
+    """Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints, set a person's override beside
+    its verdict, write decision.json, and beside it the paired read and the reads the card weighed a candidate by. Results
+    older than the seal give a decision labelled post hoc, or with `allow_post_hoc=False` an error."""
+    from rsi_repro.preregister import decide
+    from rsi_repro.promotion import override_for
+    rule = profile.section('promotion')             # read once, when the profile loaded
+    seal_path = seal_path or layout.seal_path(profile=profile)
+    path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
+    incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
+    candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
+    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc)
+    if (found := override_for(profile.overrides, incumbent, candidate)) is not None:
+        decision = decision.with_override(found[1], f"{_label(profile)}: overrides[{found[0]}]")
+    decision.write(Path(stage_dir) / DECISION_FILE)
+    tables, sources = decide_tables(profile, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
+    paired = decide_paired_read(profile, stage_dir, incumbent, candidate, tables)
+    grid_dir = Path(grid_dir) if grid_dir else profile.run_dir / GRID_STAGE
+    reads = decide_reads(tables, sources, stage_dir, grid_dir if grid_table_path(grid_dir, grid_instrument).exists() else None, grid_instrument)
+    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
+            'paired': paired, 'reads': reads}
+
+def decide_tables(profile: Profile, incumbent: str, candidate: str, incumbent_outcomes: dict, candidate_outcomes: dict,
+                  eval_stage: str = EVAL_STAGES[0]) -> tuple[dict, dict]:
+    "({instrument: (incumbent, candidate) outcomes}, {instrument: their two files}): the rule's files as the decision read them, the eval stage's for every other instrument."
+    from rsi_repro.evaluate import INSTRUMENTS
+    def sources(ck, given):
+        found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
+        return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
+    a, b = sources(incumbent, incumbent_outcomes), sources(candidate, candidate_outcomes)
+    both = [i for i in a if i in b]
+    rel = lambda f: Path(f).resolve().relative_to(profile.run_dir.resolve()).as_posix() if Path(f).resolve().is_relative_to(profile.run_dir.resolve()) else Path(f).name
+    return {i: (load_outcomes(*a[i]), load_outcomes(*b[i])) for i in both}, {i: [rel(a[i][0]), rel(b[i][0])] for i in both}
+
+def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, tables: dict) -> 'pd.DataFrame':
+    "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
+    from rsi_repro.paired import paired_read, write_paired_read
+    rules = dict(profile.evals.flags)
+    read = paired_read({i: a for i, (a, _) in tables.items()}, {i: b for i, (_, b) in tables.items()}, rules=rules)
+    read = read.assign(candidate=candidate, incumbent=incumbent)
+    write_paired_read(read, stage_dir, rules=rules)
+    return read
+
+# %% ../nbs/35_recipes.ipynb #c020r
+def _records(df) -> list[dict]: return json.loads(df.to_json(orient='records'))
+
+def decide_reads(tables: dict,                 # {instrument: (incumbent, candidate) outcomes} (`decide_tables`)
+                 sources: dict,                # {instrument: [incumbent file, candidate file]}, as a reader finds them
+                 stage_dir: str | Path,        # where judgement.json and failure_reasons.csv go
+                 grid_dir: str | Path | None = None,   # the grid stage's folder (None: no grid upstream)
+                 grid_instrument: str = 'h6',
+                 pool: tuple = ('h6', 'probe2'),       # the disjoint instruments pooled
+                 ) -> dict:
+    "The reads beside a decision (pooled, SE, failure reasons, the grid's prior and seed spread), written to judgement.json."
+    import pandas as pd
+    from rsi_repro.judgement import failure_reasons, pooled_read, se_beside
+    from rsi_repro.stats import paired
+    pooled = [i for i in pool if i in tables]
+    reasons = [failure_reasons(a, b).assign(instrument=i) for i, (a, b) in tables.items()]
+    reasons = pd.concat(reasons, ignore_index=True) if reasons else pd.DataFrame(columns=['reason', 'fixed', 'lost', 'discordant', 'instrument'])
+    reasons = reasons[['instrument', 'reason', 'fixed', 'lost', 'discordant']]
+    out = {'pooled': pooled_read({i: tables[i][0] for i in pooled}, {i: tables[i][1] for i in pooled}).to_dict() if len(pooled) > 1 else None,
+           'se': _records(se_beside({i: paired(a, b) for i, (a, b) in tables.items()}).reset_index()),
+           'failure_reasons': _records(reasons), 'sources': sources, 'grid': None, 'grid_prior': None, 'seed_spread': None}
+    if grid_dir is not None:
+        g = Path(grid_dir)
+        prior = grid_table_path(g, grid_instrument, 'grid_prior')
+        out.update(grid=f"{g.name}/{grid_table_path('', grid_instrument).name}",
+                   grid_prior=json.loads(prior.read_text()) if prior.exists() else None,
+                   seed_spread=_records(pd.read_csv(grid_table_path(g, grid_instrument, 'seed_spread'))))
+    reasons.to_csv(Path(stage_dir) / 'failure_reasons.csv', index=False)
+    atomic_write_text(Path(stage_dir) / JUDGEMENT_FILE, json.dumps(out, indent=1))
+    return out

@@ -52,8 +52,8 @@ stages:
   - {{name: preregister, notebook: preregister}}
   - {{name: eval, notebook: eval, needs: [preregister, pools, repair, rounds]}}
   - {{name: eval_arms, notebook: eval, needs: [preregister, pools, rounds], params: {{checkpoints: [v741], instruments: [h6]}}}}
-  - {{name: decide, notebook: decide, needs: [preregister, eval]}}
   - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
+  - {{name: decide, notebook: decide, needs: [preregister, eval, grid]}}
   - {{name: pair_read, notebook: pair_read, needs: [eval]}}
   - {{name: soups, notebook: soups, needs: [repair]}}
   - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
@@ -224,7 +224,7 @@ def outcome_digest(run_dir: Path) -> str:
 
 
 def test_single_and_double_mixes_are_different_draws(profile_path, first_run):
-    "The doubled mix is a second, independent draw: its own sha256 and about twice the single mix's examples."
+    "The doubled mix is the single mix's draw plus a second draw of the same pool: its own sha256 and about twice the examples."
     prof = load_profile(profile_path)
     mixes = prof.run_dir / 'rounds' / 'mixes' / 'r6'
     single, double = (json.loads((mixes / f'mix_x{k}.json').read_text()) for k in (1, 2))

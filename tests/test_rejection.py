@@ -62,7 +62,7 @@ def test_arm_waves_put_champion_warm_starts_after_the_champion():
     from rsi_repro.recipes import arm_waves
     p = load_profile(TINY)
     waves = [[a.name for a in w] for w in arm_waves(p)]
-    assert waves == [['v6141', 'v741', 'v743'], ['v747', 'v749']]
+    assert waves == [['v6141', 'v741', 'v743', 'v742'], ['v747', 'v749']]
     assert arm_warm_start(p, p.rounds.arms[1]) == 'repair' and arm_warm_start(p, p.rounds.arms[3]) == 'v6141'
     assert [[a.name for a in w] for w in arm_waves(p, ['v749'])] == [['v749']]
     with pytest.raises(KeyError, match="unknown arm"): arm_waves(p, ['v999'])
