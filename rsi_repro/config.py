@@ -19,9 +19,10 @@ from .typed import ProfileError, from_dict, one_of, positive, to_dict
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
            'LORA_COMPUTE', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving',
-           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOStage',
-           'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Profile',
-           'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'fingerprint', 'rooted']
+           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm',
+           'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
+           'Stage', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'fingerprint',
+           'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -186,6 +187,14 @@ class DPOArm:
     lr: float
 
 @dataclass(frozen=True)
+class DPOSearchArm:
+    "One arm of the anchor's rank/seed search, trained at the beta and lr the grid's anchor was."
+    name: str
+    r: int
+    alpha: int
+    seed: int
+
+@dataclass(frozen=True)
 class DPOStage:
     """Stage 2: DPO (sigmoid) plus an NLL term on the chosen answer. The reference is the policy at step 0: a frozen
     copy of the warm-start adapter (or the base with the adapter off when there is no warm start)."""
@@ -197,6 +206,10 @@ class DPOStage:
     audit: Band                          # held-out rows of the corpus whose prompts the tool-leak audit decodes
     max_tool_leak_rate: float = 0.0       # the ship rule: an anchor whose decoded answers leak more tool text is refused
     warm_start: Optional[str] = 'sft'
+    rank_seed: tuple[DPOSearchArm, ...] = ()   # after the beta/lr grid: the anchor's rank and seed, searched at its beta and lr
+    def validate(self, where, p):
+        names = [a.name for a in (*self.grid, *self.rank_seed)]
+        if len(set(names)) != len(names): raise ProfileError(where, f"{p}.rank_seed", f"arm names repeat across grid and rank_seed: {names}")
 
 @dataclass(frozen=True)
 class Sampling:
@@ -216,6 +229,7 @@ class Sampling:
         if self.min_new_tokens > self.max_new_tokens:
             raise ProfileError(where, f"{p}.min_new_tokens", f"{self.min_new_tokens} is above max_new_tokens ({self.max_new_tokens})")
 
+# %% ../nbs/00_config.ipynb #c014p
 @dataclass(frozen=True)
 class RepairStage:
     "Stage 3: SFT on the rejection-sampled repair mix, warm-started from the shipped DPO anchor."
@@ -225,6 +239,9 @@ class RepairStage:
     optim: Optim
     warm_start: str = 'dpo'
     mix_target: Optional[MixTarget] = None   # the card's size of the repair mix, reported beside what was reached
+    executor: str = 'local'              # 'local' or 'slurm' (submitit): where the training job runs, as for the rounds' arms
+    slurm: dict[str, Any] = field(default_factory=dict)
+    def validate(self, where, p): one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
 
 # %% ../nbs/00_config.ipynb #c014t
 @dataclass(frozen=True)
@@ -233,7 +250,7 @@ class Arm:
     name: str
     pool: str                            # a training pool name, fresh and disjoint
     warm_start: str                      # 'champion', 'parent', or a stage/arm name
-    mix: str = 'single'                  # 'single' or 'double' (two independent draws of the round's pool)
+    mix: str = 'single'                  # 'single' (one draw of the round's pool) or 'double' (that draw plus a second)
     steps: int = 400
     seed: int = 203
     lr: Optional[float] = None           # defaults to the rounds' optim.lr

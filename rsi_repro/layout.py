@@ -11,13 +11,13 @@ from .config import Profile
 
 # %% auto #0
 __all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE', 'PREREGISTER_STAGE',
-           'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'MATH_PROBLEMS', 'BLIND_SHEET', 'BLIND_KEY',
-           'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path', 'seal_path',
-           'decision_path', 'judgement_path', 'grid_table_path', 'stage_adapter', 'rounds_dir', 'arm_adapter',
-           'dpo_arm_dir', 'soup_parent_adapter', 'soups_eval_dir', 'repair_mix_path', 'round_mix_path',
-           'resolve_checkpoint', 'arm_warm_start', 'parent_of', 'older_of', 'result_paths', 'outcomes_path',
-           'generations_dir', 'math_dir', 'adjudication_sheet', 'adjudication_sheets', 'refused_labels_path',
-           'pair_read_files']
+           'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'SOUP_PREFIX', 'MATH_PROBLEMS', 'BLIND_SHEET',
+           'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path',
+           'seal_path', 'decision_path', 'judgement_path', 'grid_table_path', 'stage_adapter', 'rounds_dir',
+           'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir', 'soup_adapter', 'soups_eval_dir',
+           'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of', 'older_of',
+           'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet', 'adjudication_sheets',
+           'refused_labels_path', 'pair_read_files']
 
 # %% ../nbs/00d_layout.ipynb #c005
 MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_repro.pipeline)
@@ -96,6 +96,16 @@ def soup_parent_adapter(stage_dir: str | Path, parent: str) -> Path:
     "Where the soups stage (in `stage_dir`) retrains one seeded parent's adapter."
     return Path(stage_dir) / 'parents' / parent / ADAPTER
 
+SOUP_PREFIX = 'soup_'              # a soup is the checkpoint soup_<method> (uniform, linear, svd)
+
+def soups_dir(stage_dir: str | Path) -> Path:
+    "The folder of the soups stage (in `stage_dir`) that holds one soup adapter per method."
+    return Path(stage_dir) / 'soups'
+
+def soup_adapter(stage_dir: str | Path, method: str) -> Path:
+    "Where the soups stage (in `stage_dir`) writes the soup of one method."
+    return soups_dir(stage_dir) / method
+
 def soups_eval_dir(stage_dir: str | Path) -> Path:
     "The soups stage's own evaluation folder: its parents and soups are checkpoints no evaluation stage scores."
     return Path(stage_dir) / EVAL_STAGES[0]
@@ -115,7 +125,9 @@ def resolve_checkpoint(profile: Profile, name: str) -> Optional[Path]:
     if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)   # before the arms: a stage's adapter reads no rounds settings
     arms = [a.name for a in profile.rounds.arms] if profile.rounds else []
     if name in arms: return _adapter_or_error(arm_adapter(rounds_dir(profile), name), f"arm '{name}'", "run the rounds stage first")
-    raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, or an arm: {', '.join(arms) or 'none'})")
+    if name.startswith(SOUP_PREFIX) and (soups := stage_dirs_of(profile, 'soups')):
+        return _adapter_or_error(soup_adapter(soups[0], name[len(SOUP_PREFIX):]), f"soup '{name}'", "run the soups stage first")
+    raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, an arm: {', '.join(arms) or 'none'}; or a soup)")
 
 # %% ../nbs/00d_layout.ipynb #c013
 def arm_warm_start(profile: Profile, arm) -> str:
@@ -127,7 +139,7 @@ def parent_of(profile: Profile, name: str) -> str | None:
     "The checkpoint `name` was warm-started from (None for the base); `evals.parents` overrides."
     overrides = profile.evals.parents
     if name in overrides: return overrides[name]
-    if name == 'base': return None
+    if name == 'base' or name.startswith(SOUP_PREFIX): return None     # a soup has several parents, its seeds
     if name == 'sft' and profile.sft: return profile.sft.warm_start or 'base'
     if name == 'dpo' and profile.dpo: return profile.dpo.warm_start or 'base'
     if name == 'repair' and profile.repair: return profile.repair.warm_start

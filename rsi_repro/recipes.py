@@ -22,9 +22,10 @@ from .train import is_current, train_dpo, train_sft
 from .typed import ProfileError
 
 # %% auto #0
-__all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool',
-           'repair_stage', 'mix_target_report', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage',
-           'grid_stage', 'decide_stage', 'decide_tables', 'decide_paired_read', 'decide_reads']
+__all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
+           'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes',
+           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_stage', 'decide_tables',
+           'decide_paired_read', 'decide_reads']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -110,30 +111,40 @@ def choose_anchor(audits: 'pd.DataFrame', max_tool_leak_rate: float) -> str:
     return ok.iloc[0].arm
 
 # %% ../nbs/35_recipes.ipynb #c013s1
-def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
-    "Stage 2: train every grid arm, audit each anchor's decoded answers, ship one by the profile's rule."
-    import pandas as pd
+def dpo_arm(profile: Profile, stage_dir: Path, name: str, beta: float, lr: float, lora, optim, pairs_path: Path, warm, prompts,
+            report_to=('tensorboard',)) -> dict:
+    "Train one DPO arm (unless its adapter is current) and audit its decoded answers; its row of the anchor audit."
     from rsi_repro.instruments.text import audit_termination
+    cfg, ref = profile.section('dpo'), ModelRef.from_profile(profile)
+    out = dpo_arm_dir(stage_dir, name) / ADAPTER
+    if not is_current(out, pairs_path, warm, lora, optim, ref, lr=lr, beta=beta, nll_weight=cfg.nll_weight):
+        train_dpo(ref, profile.base.architecture, pairs_path, lora, optim, out, tag=f"dpo-{name}",
+                  beta=beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=lr, report_to=report_to)
+    reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
+    answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, name) / 'audit')
+    outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {name}")
+    return {'arm': name, 'beta': beta, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha, 'seed': optim.seed,
+            'stop_rate': outcomes.stopped.mean(), 'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)}
+
+def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
+    """Stage 2: train every arm of the beta/lr grid and audit each anchor's decoded answers; then, if the profile asks, search
+    the chosen anchor's rank and seed at its beta and lr (`dpo.rank_seed`); ship one by the profile's rule."""
+    import pandas as pd
     cfg = profile.section('dpo')
     stage_dir = Path(stage_dir)
     pairs_path = stage_dir / 'pairs.jsonl'
     n_pairs = write_preference_pairs(profile, pairs_path)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
-    ref = ModelRef.from_profile(profile)
     prompts = audit_prompts(profile)
-    reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
-    rows = []
-    for arm in cfg.grid:
-        out = dpo_arm_dir(stage_dir, arm.name) / ADAPTER
-        if not is_current(out, pairs_path, warm, cfg.lora, cfg.optim, ref, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight):
-            train_dpo(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, out, tag=f"dpo-{arm.name}",
-                      beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to)
-        answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, arm.name) / 'audit')
-        outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {arm.name}")
-        rows.append({'arm': arm.name, 'beta': arm.beta, 'lr': arm.lr, 'stop_rate': outcomes.stopped.mean(),
-                     'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)})
+    arm = lambda name, beta, lr, lora, optim: dpo_arm(profile, stage_dir, name, beta, lr, lora, optim, pairs_path, warm, prompts, report_to)
+    rows = [{**arm(a.name, a.beta, a.lr, cfg.lora, cfg.optim), 'search': 'beta/lr'} for a in cfg.grid]
+    ship = choose_anchor(pd.DataFrame(rows), cfg.max_tool_leak_rate)
+    if cfg.rank_seed:                                 # at the anchor's beta and lr: its rank and seed, against it
+        best = next(r for r in rows if r['arm'] == ship)
+        rows += [{**arm(s.name, best['beta'], best['lr'], replace(cfg.lora, r=s.r, alpha=s.alpha), replace(cfg.optim, seed=s.seed)),
+                  'search': 'rank/seed'} for s in cfg.rank_seed]
+        ship = choose_anchor(pd.DataFrame([r for r in rows if r['arm'] == ship or r['search'] == 'rank/seed']), cfg.max_tool_leak_rate)
     audits = pd.DataFrame(rows)
-    ship = choose_anchor(audits, cfg.max_tool_leak_rate)
     _ship_adapter(dpo_arm_dir(stage_dir, ship) / ADAPTER, stage_dir / ADAPTER)
     audits['shipped'] = audits.arm.eq(ship)
     audits.to_csv(stage_dir / 'anchor_audit.csv', index=False)
@@ -157,10 +168,18 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
     rr = rejection_round(pool, model, profile.serving, cfg.sampling, repair_mix_path(stage_dir).parent, load_tokenizer(model),
                          cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
     out = stage_dir / ADAPTER
-    ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
-                   tag='repair', warm_start=str(parent) if parent else None, report_to=report_to)
+    ev = run_jobs(cfg.executor, cfg.slurm, stage_dir / 'slurm',
+                  [('repair', train_repair, (profile.path, str(stage_dir), str(rr['mix'].path), tuple(report_to)))])['repair']
     target = mix_target_report(cfg.mix_target, rr['mix'].path, ev, stage_dir / 'mix_target.csv')
     return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out), 'mix_target': target}
+
+def train_repair(profile_path: str, stage_dir: str, mix_path: str, report_to=('tensorboard',)) -> dict:
+    "Train the repair adapter on its mix (a top-level function, so submitit can pickle it for a Slurm job)."
+    from rsi_repro.config import load_profile
+    profile = load_profile(profile_path)
+    cfg, parent = profile.repair, resolve_checkpoint(profile, profile.repair.warm_start)
+    return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix_path, cfg.lora, cfg.optim, Path(stage_dir) / ADAPTER,
+                     tag='repair', warm_start=str(parent) if parent else None, report_to=list(report_to))
 
 def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_csv: str | Path) -> 'pd.DataFrame':
     "The stage's mix (and training run) against the profile's `mix_target`, counted from the mix file; written to `out_csv`."
@@ -216,6 +235,15 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
 
+def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple]) -> dict:
+    "Each (name, function, args) run here, or submitted as one submitit job each (`executor: slurm`) and waited for; {name: result}."
+    if executor != 'slurm': return {name: fn(*args) for name, fn, args in calls}
+    import submitit
+    ex = submitit.AutoExecutor(folder=str(folder), cluster=slurm.get('cluster'))
+    ex.update_parameters(**{k: v for k, v in slurm.items() if k != 'cluster'})
+    jobs = [(name, ex.submit(fn, *args)) for name, fn, args in calls]
+    return {name: job.result() for name, job in jobs}
+
 def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[str]] = None, report_to=('tensorboard',)) -> dict:
     "Stage 4: the round's mixes, then every arm (or the named ones), wave by wave, locally or on Slurm."
     import pandas as pd
@@ -223,14 +251,8 @@ def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[st
     mixes = round_mixes(profile, stage_dir)
     evidence = {}
     for wave in arm_waves(profile, arms):
-        if r.executor == 'slurm':
-            import submitit
-            ex = submitit.AutoExecutor(folder=str(Path(stage_dir) / 'slurm'), cluster=r.slurm.get('cluster'))
-            ex.update_parameters(**{k: v for k, v in r.slurm.items() if k != 'cluster'})
-            jobs = [(a.name, ex.submit(train_arm, profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave]
-            evidence.update({name: job.result() for name, job in jobs})
-        else:
-            evidence.update({a.name: train_arm(profile.path, a.name, str(stage_dir), report_to) for a in wave})
+        evidence.update(run_jobs(r.executor, r.slurm, Path(stage_dir) / 'slurm',
+                                 [(a.name, train_arm, (profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave]))
     table = pd.DataFrame([{'arm': a.name, 'pool': a.pool, 'mix': a.mix, 'init': arm_warm_start(profile, a), 'steps': evidence[a.name]['steps'],
                            'seed': evidence[a.name]['seed'], 'examples_mix': mixes[(a.pool, a.mix)]['mix'].examples,
                            'training_tokens': evidence[a.name]['training_tokens'], 'supervised_tokens': evidence[a.name]['supervised_tokens'],
