@@ -9,7 +9,7 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 IFBENCH_DATA := $(shell sed -n 's/^ifbench_data_requirements = //p' settings.ini)
 
-.PHONY: install demo docs test test-nbs test-py test-study export clean-outputs bench
+.PHONY: install demo docs results test test-nbs test-py test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: $(STAMP)
 # The results site of the profile's run, rebuilt from what its stages left on disk (no stage reruns).
 docs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m rsi_repro.report $(PROFILE)
+
+# results/tiny/: the files the README quotes, copied from the demo run with the build machine's paths made relative.
+results: demo
+	$(PY) tools/results_tiny.py
 
 test: test-nbs test-py
 

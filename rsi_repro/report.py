@@ -302,7 +302,7 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
     return (f"<h2 id=grid>The grid ({instrument})</h2><p>Every arm against the champion on the same prompts; "
             f"{int((g.discordant > 0).sum())} of {len(g)} arm(s) differ from the champion on any prompt (<a href='{href}'>grid CSV</a>); "
             f"each cell's numbers link to that arm's per-prompt outcomes.</p>"
-            + html_table(rows, {c: '_h' for c in g.columns if c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'fixed/lost', 'p', 'discordant')}, 'grid')
+            + html_table(rows, {c: '_h' for c in g.columns if c not in ('cell', 'mix', 'init')}, 'grid')
             + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>")
 
 # %% ../nbs/92_report.ipynb #c014g
@@ -331,7 +331,7 @@ def _extra_section(run_dir: Path, site: Path) -> str:
             href = copy_source(p, site, rel)
             df = pd.read_csv(p)
             out.append(f"<p><a href='{href}'>{html.escape(rel)}</a></p>" + html_table([{**r, '_h': href} for r in df.to_dict(orient='records')],
-                       {c: '_h' for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}))
+                       {c: '_h' for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}, stage))
     return '\n'.join(out)
 
 def _provenance_section(prov: dict, site: Path, profile_path: Path) -> str:
