@@ -317,7 +317,7 @@ def _card_section(root: Path, site: Path) -> str:
             f"(<a href='{href}'>claims</a>): {len(table)} figures.</p>"
             + html_table([{**r, '_h': href} for r in counts.to_dict(orient='records')], {c: '_h' for c in counts.columns if c != 'section'}, 'card-counts')
             + "<details><summary>every figure</summary>" + html_table([{**r, '_h': href} for r in table.to_dict(orient='records')],
-                                                                      {'reported': '_h', 'recomputed': '_h'}, 'card') + "</details>")
+                                                                      {'reported': '_h', 'recomputed': '_h', 'note': '_h'}, 'card') + "</details>")
 
 def _extra_section(run_dir: Path, site: Path) -> str:
     from rsi_repro import summary

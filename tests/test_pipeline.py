@@ -402,7 +402,7 @@ def test_a_rerun_leaves_no_artifact_of_an_earlier_run(profile_path, first_run):
     grid = load_profile(profile_path).run_dir / 'grid'
     (grid / 'grid_probe2.csv').write_text('cell,delta\nv741,0.5\n')
     assert [r.status for r in run(profile_path, only=['grid'], force=['grid'], log=lambda *a: None)] == ['ran']
-    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv']
+    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv', 'grid_prior_h6.json', 'seed_spread_h6.csv']
 
 
 # --- every number on the front page links to the file it came from, and a browser follows one link of each kind ---
@@ -439,7 +439,7 @@ def test_every_number_in_the_front_pages_tables_links_to_a_file_under_data(site)
     kinds = {t for t, _, _ in numbers}
     assert {'decision', 'ladder', 'grid', 'se', 'pooled', 'grid-prior', 'math-halves', 'card-counts', 'card', 'pair-read'} <= kinds, kinds
     front = (site / 'index.html').read_text()
-    assert 'sheet.csv' not in front and "<table class='pair-read'>" in front          # the pair read's tally and sign p, not its blind sheet
+    assert 'pair_read/sheet.csv' not in front and "<table class='pair-read'>" in front   # the pair read's tally and sign p, not its blind sheet
     clause_files = {h for t, _, hrefs in cells if t == 'decision' for h in hrefs}      # a clause links to the candidate's per-prompt file
     assert clause_files and all(h.endswith('.outcomes.jsonl') and '/v6141/' in h for h in clause_files), clause_files
     grid_files = {h for t, _, hrefs in cells if t == 'grid' for h in hrefs}
@@ -456,6 +456,7 @@ def test_a_browser_clicks_one_link_of_each_kind_on_the_front_page(site, tmp_path
         front = (site / 'index.html').resolve().as_uri()
         tab = browser.page(front)
         for kind in kinds:
+            browser.evaluate(tab, "document.querySelectorAll('details').forEach(d => d.open = true)")   # a reader opens 'every figure'
             href = browser.evaluate(tab, f"document.querySelector('table.{kind} a').getAttribute('href')")
             landed = browser.click(tab, f"table.{kind} a")
             assert landed == (site / href).resolve().as_uri() and (site / href).stat().st_size > 0, (kind, href, landed)
