@@ -1,5 +1,5 @@
 """Copy the files the README quotes from a finished demo run into results/tiny/, every absolute path of the machine that
-built the run written relative to the project root (a run folder's paths become `outputs/<run>/...`).
+built the run written relative to its project root (a run folder's paths become `outputs/<run>/...`).
 
     python tools/results_tiny.py                  # outputs/tiny -> results/tiny (`make results`)
     python tools/results_tiny.py RUN_DIR OUT_DIR
@@ -33,7 +33,9 @@ def absolute_paths(text: str) -> list[str]:
     return ABSOLUTE.findall(text)
 
 
-def copy_results(run_dir: Path, out_dir: Path, root: Path = ROOT) -> list[Path]:
+def copy_results(run_dir: Path, out_dir: Path, root: Path | None = None) -> list[Path]:
+    "Copy FILES from a finished run into `out_dir`, paths under the run's project root (`root`: the folder holding outputs/) made relative."
+    root = Path(root) if root else Path(run_dir).resolve().parents[1]
     missing = [rel for rel in FILES if not (run_dir / rel).exists()]
     if missing: raise SystemExit(f"{run_dir}: not a finished demo run, missing {', '.join(missing)} (run `make demo`)")
     unfinished = [p.parent.name for p in run_dir.glob('*/.running.json')]
