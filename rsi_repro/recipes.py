@@ -24,8 +24,8 @@ from .typed import ProfileError
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
            'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes',
-           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_stage', 'decide_tables',
-           'decide_paired_read', 'decide_reads']
+           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads', 'decide_stage',
+           'decide_tables', 'decide_paired_read']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -303,6 +303,37 @@ def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_st
     spread.to_csv(grid_table_path(stage_dir, instrument, 'seed_spread'), index=False)
     return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent), 'prior': prior, 'spread': spread}
 
+# %% ../nbs/35_recipes.ipynb #c020r
+def _records(df) -> list[dict]: return json.loads(df.to_json(orient='records'))
+
+def decide_reads(tables: dict,                 # {instrument: (incumbent, candidate) outcomes} (`decide_tables`)
+                 sources: dict,                # {instrument: [incumbent file, candidate file]}, as a reader finds them
+                 stage_dir: str | Path,        # where judgement.json and failure_reasons.csv go
+                 grid_dir: str | Path | None = None,   # the grid stage's folder (None: no grid upstream)
+                 grid_instrument: str = 'h6',
+                 pool: tuple = ('h6', 'probe2'),       # the disjoint instruments pooled
+                 ) -> dict:
+    "The reads beside a decision (pooled, SE, failure reasons, the grid's prior and seed spread), written to judgement.json."
+    import pandas as pd
+    from rsi_repro.judgement import failure_reasons, pooled_read, se_beside
+    from rsi_repro.stats import paired
+    pooled = [i for i in pool if i in tables]
+    reasons = [failure_reasons(a, b).assign(instrument=i) for i, (a, b) in tables.items()]
+    reasons = pd.concat(reasons, ignore_index=True) if reasons else pd.DataFrame(columns=['reason', 'fixed', 'lost', 'discordant', 'instrument'])
+    reasons = reasons[['instrument', 'reason', 'fixed', 'lost', 'discordant']]
+    out = {'pooled': pooled_read({i: tables[i][0] for i in pooled}, {i: tables[i][1] for i in pooled}).to_dict() if len(pooled) > 1 else None,
+           'se': _records(se_beside({i: paired(a, b) for i, (a, b) in tables.items()}).reset_index()),
+           'failure_reasons': _records(reasons), 'sources': sources, 'grid': None, 'grid_prior': None, 'seed_spread': None}
+    if grid_dir is not None:
+        g = Path(grid_dir)
+        prior = grid_table_path(g, grid_instrument, 'grid_prior')
+        out.update(grid=f"{g.name}/{grid_table_path('', grid_instrument).name}",
+                   grid_prior=json.loads(prior.read_text()) if prior.exists() else None,
+                   seed_spread=_records(pd.read_csv(grid_table_path(g, grid_instrument, 'seed_spread'))))
+    reasons.to_csv(Path(stage_dir) / 'failure_reasons.csv', index=False)
+    atomic_write_text(Path(stage_dir) / JUDGEMENT_FILE, json.dumps(out, indent=1))
+    return out
+
 # %% ../nbs/35_recipes.ipynb #c020d
 def _label(profile: Profile) -> str:
     "The profile's file as a reader names it: from the project root when it is inside it, else its name."
@@ -353,34 +384,3 @@ def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, 
     read = read.assign(candidate=candidate, incumbent=incumbent)
     write_paired_read(read, stage_dir, rules=rules)
     return read
-
-# %% ../nbs/35_recipes.ipynb #c020r
-def _records(df) -> list[dict]: return json.loads(df.to_json(orient='records'))
-
-def decide_reads(tables: dict,                 # {instrument: (incumbent, candidate) outcomes} (`decide_tables`)
-                 sources: dict,                # {instrument: [incumbent file, candidate file]}, as a reader finds them
-                 stage_dir: str | Path,        # where judgement.json and failure_reasons.csv go
-                 grid_dir: str | Path | None = None,   # the grid stage's folder (None: no grid upstream)
-                 grid_instrument: str = 'h6',
-                 pool: tuple = ('h6', 'probe2'),       # the disjoint instruments pooled
-                 ) -> dict:
-    "The reads beside a decision (pooled, SE, failure reasons, the grid's prior and seed spread), written to judgement.json."
-    import pandas as pd
-    from rsi_repro.judgement import failure_reasons, pooled_read, se_beside
-    from rsi_repro.stats import paired
-    pooled = [i for i in pool if i in tables]
-    reasons = [failure_reasons(a, b).assign(instrument=i) for i, (a, b) in tables.items()]
-    reasons = pd.concat(reasons, ignore_index=True) if reasons else pd.DataFrame(columns=['reason', 'fixed', 'lost', 'discordant', 'instrument'])
-    reasons = reasons[['instrument', 'reason', 'fixed', 'lost', 'discordant']]
-    out = {'pooled': pooled_read({i: tables[i][0] for i in pooled}, {i: tables[i][1] for i in pooled}).to_dict() if len(pooled) > 1 else None,
-           'se': _records(se_beside({i: paired(a, b) for i, (a, b) in tables.items()}).reset_index()),
-           'failure_reasons': _records(reasons), 'sources': sources, 'grid': None, 'grid_prior': None, 'seed_spread': None}
-    if grid_dir is not None:
-        g = Path(grid_dir)
-        prior = grid_table_path(g, grid_instrument, 'grid_prior')
-        out.update(grid=f"{g.name}/{grid_table_path('', grid_instrument).name}",
-                   grid_prior=json.loads(prior.read_text()) if prior.exists() else None,
-                   seed_spread=_records(pd.read_csv(grid_table_path(g, grid_instrument, 'seed_spread'))))
-    reasons.to_csv(Path(stage_dir) / 'failure_reasons.csv', index=False)
-    atomic_write_text(Path(stage_dir) / JUDGEMENT_FILE, json.dumps(out, indent=1))
-    return out
