@@ -132,7 +132,7 @@ def grid_prior(grid: pd.DataFrame,     # a `grid_table` (any table with a `delta
     d = grid["delta"].astype(float)
     if d.empty: raise OutcomeError("a prior needs at least one grid cell")
     return {"cells": int(len(d)), "positive": int((d > 0).sum()), "negative": int((d < 0).sum()), "zero": int((d == 0).sum()),
-            "mean_delta": float(d.mean()), "sd_delta": float(d.std(ddof=1)) if len(d) > 1 else float("nan")}
+            "mean_delta": float(d.mean()), "sd_delta": float(d.std(ddof=1)) if len(d) > 1 else None}   # None: plain JSON, no NaN
 
 
 def seed_spread(grid: pd.DataFrame,            # a `grid_table` with the recipe columns and `delta`
