@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # {path in the run folder: name in results/tiny}
 FILES = {'report/summary.md': 'summary.md', 'report/summary.json': 'summary.json', 'report/rates.csv': 'rates.csv',
-         'rounds/arms.csv': 'arms.csv', 'grid/grid_h6.csv': 'grid_h6.csv', 'grid/grid_prior_h6.json': 'grid_prior_h6.json',
+         'repair/mix_target.csv': 'repair_mix_target.csv', 'rounds/arms.csv': 'arms.csv', 'grid/grid_h6.csv': 'grid_h6.csv', 'grid/grid_prior_h6.json': 'grid_prior_h6.json',
          'grid/seed_spread_h6.csv': 'seed_spread_h6.csv', 'decide/decision.json': 'decision.json',
          'decide/judgement.json': 'judgement.json', 'decide/failure_reasons.csv': 'failure_reasons.csv',
          'eval/paired_older.csv': 'paired_older.csv', 'pair_read/pair_read.summary.json': 'pair_read.summary.json'}
