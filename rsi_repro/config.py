@@ -12,17 +12,17 @@ from typing import Any, Optional, Union
 import yaml
 
 from .evals import Evals
-from .io import sha256_json
+from .io import DataError, find_root, read_text, sha256_json
 from .promotion import Override, PromotionRule, check_overrides
-from .typed import ProfileError, from_dict, one_of, positive, to_dict
+from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving',
-           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm',
-           'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
-           'Stage', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile', 'fingerprint',
-           'rooted']
+           'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
+           'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
+           'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups',
+           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
+           'DuplicateKey', 'StrictLoader', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -89,6 +89,7 @@ def check_decoding(s, where: str, p: str) -> None:
 # %% ../nbs/00_config.ipynb #c012
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
 LORA_COMPUTE = ('fp32', 'bf16')
+PARALLEL = ('ddp', 'fsdp2')     # how a training step is spread over several GPUs
 
 @dataclass(frozen=True)
 class Lora:
@@ -123,10 +124,14 @@ class Optim:
     length_grouping: bool = False       # micro-batches of similar lengths within each optimiser step
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
+    parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
-        for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len'): positive(where, f"{p}.{k}", getattr(self, k))
+        one_of(where, f"{p}.parallel", self.parallel, PARALLEL)
+        for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len', 'steps', 'epochs', 'max_grad_norm'): positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('seed', 'warmup', 'weight_decay'): positive(where, f"{p}.{k}", getattr(self, k), allow_zero=True)
+        if not 0 <= self.min_lr_rate <= 1: raise ProfileError(where, f"{p}.min_lr_rate", f"must be in [0, 1], got {self.min_lr_rate}")
         if (self.steps is None) == (self.epochs is None):
             raise ProfileError(where, p, "set exactly one of steps or epochs")
         if isinstance(self.activation_checkpointing, str):
@@ -182,9 +187,10 @@ class SFTStage:
 
 @dataclass(frozen=True)
 class DPOArm:
-    name: str
+    name: str                            # its folder: <dpo stage>/arms/<name>
     beta: float
     lr: float
+    def validate(self, where, p): a_name(where, f"{p}.name", self.name); positive(where, f"{p}.beta", self.beta); positive(where, f"{p}.lr", self.lr)
 
 @dataclass(frozen=True)
 class DPOSearchArm:
@@ -193,6 +199,9 @@ class DPOSearchArm:
     r: int
     alpha: int
     seed: int
+    def validate(self, where, p):
+        a_name(where, f"{p}.name", self.name); positive(where, f"{p}.r", self.r); positive(where, f"{p}.alpha", self.alpha)
+        positive(where, f"{p}.seed", self.seed, allow_zero=True)
 
 @dataclass(frozen=True)
 class DPOStage:
@@ -208,6 +217,9 @@ class DPOStage:
     warm_start: Optional[str] = 'sft'
     rank_seed: tuple[DPOSearchArm, ...] = ()   # after the beta/lr grid: the anchor's rank and seed, searched at its beta and lr
     def validate(self, where, p):
+        positive(where, f"{p}.nll_weight", self.nll_weight, allow_zero=True)
+        if not 0 <= self.max_tool_leak_rate <= 1: raise ProfileError(where, f"{p}.max_tool_leak_rate", f"must be in [0, 1], got {self.max_tool_leak_rate}")
+        if not self.grid or len({a.name for a in self.grid}) != len(self.grid): raise ProfileError(where, f"{p}.grid", "expected arms with distinct names")
         names = [a.name for a in (*self.grid, *self.rank_seed)]
         if len(set(names)) != len(names): raise ProfileError(where, f"{p}.rank_seed", f"arm names repeat across grid and rank_seed: {names}")
 
@@ -223,7 +235,7 @@ class Sampling:
     min_new_tokens: int = 1
     max_kept_tokens: Optional[int] = None
     def validate(self, where, p):
-        check_decoding(self, where, p)
+        check_decoding(self, where, p); positive(where, f"{p}.seed", self.seed, allow_zero=True)
         for k in ('k', 'cap_per_prompt', 'max_kept_tokens'): positive(where, f"{p}.{k}", getattr(self, k))
         positive(where, f"{p}.min_new_tokens", self.min_new_tokens, allow_zero=True)
         if self.min_new_tokens > self.max_new_tokens:
@@ -254,7 +266,10 @@ class Arm:
     steps: int = 400
     seed: int = 203
     lr: Optional[float] = None           # defaults to the rounds' optim.lr
-    def validate(self, where, p): one_of(where, f"{p}.mix", self.mix, ('single', 'double'))
+    def validate(self, where, p):
+        one_of(where, f"{p}.mix", self.mix, ('single', 'double'))
+        a_name(where, f"{p}.name", self.name); a_name(where, f"{p}.pool", self.pool)
+        positive(where, f"{p}.steps", self.steps); positive(where, f"{p}.lr", self.lr); positive(where, f"{p}.seed", self.seed, allow_zero=True)
 
 @dataclass(frozen=True)
 class Rounds:
@@ -294,6 +309,7 @@ class ReadSettings:
     annotator: str = 'person'            # 'person' (Jupyter or CSV) or 'scripted' (the demo's documented rule)
     def validate(self, where, p):
         one_of(where, f"{p}.annotator", self.annotator, ANNOTATORS); positive(where, f"{p}.n", self.n)
+        positive(where, f"{p}.seed", self.seed, allow_zero=True)
         if not self.instruments: raise ProfileError(where, f"{p}.instruments", "name at least one instrument")
 
 @dataclass(frozen=True)
@@ -319,6 +335,8 @@ class Soups:
     read: ReadSettings = field(default_factory=ReadSettings)
     def validate(self, where, p):
         if len(set(self.seeds)) != len(self.seeds): raise ProfileError(where, f"{p}.seeds", "duplicate seeds")
+        for i, s in enumerate(self.seeds): positive(where, f"{p}.seeds[{i}]", s, allow_zero=True)
+        a_name(where, f"{p}.stage", self.stage)
         if len(self.seeds) + self.include_stage < 2: raise ProfileError(where, f"{p}.seeds", "a soup needs at least two parents")
         positive(where, f"{p}.svd_rank", self.svd_rank)
         for m in self.methods: one_of(where, f"{p}.methods", m, ('uniform', 'linear', 'svd'))
@@ -334,6 +352,9 @@ class Pools:
     second_constraint_prob: float = 0.3                    # chance a training prompt carries a second, compatible constraint
     def validate(self, where, p):
         if not 0 <= self.second_constraint_prob <= 1: raise ProfileError(where, f"{p}.second_constraint_prob", "must be in [0, 1]")
+        positive(where, f"{p}.seed", self.seed, allow_zero=True)
+        for k in ('h6_size', 'probe2_size'): positive(where, f"{p}.{k}", getattr(self, k))    # an empty pool reads nothing
+        for name, size in self.rounds.items(): a_name(where, f"{p}.rounds", name); positive(where, f"{p}.rounds.{name}", size)
 
 @dataclass(frozen=True)
 class Stage:
@@ -343,6 +364,20 @@ class Stage:
     needs: tuple[str, ...] = ()
     params: dict[str, Any] = field(default_factory=dict)
     takes_arms: bool = False             # `rsi-repro run --arm NAME` narrows this stage to the named arms
+    def validate(self, where, p):
+        for k in ('name', 'notebook'): a_name(where, f"{p}.{k}", getattr(self, k))
+
+# %% ../nbs/00_config.ipynb #c016f
+@dataclass(frozen=True)
+class Compute:
+    "How many processes a stage uses (every visible GPU unless capped); how fast, never what: in no stage's key."
+    max_gpus: Optional[int] = None      # null: every GPU the stage sees
+    cpu_processes: int = 1              # without a GPU: training ranks (gloo) and generation workers
+    env: dict[str, str] = field(default_factory=dict)   # set in every process a stage starts (e.g. NCCL_NVLS_ENABLE: "0")
+    def validate(self, where, p):
+        if self.max_gpus is not None: positive(where, f"{p}.max_gpus", self.max_gpus)
+        positive(where, f"{p}.cpu_processes", self.cpu_processes)
+
 
 # %% ../nbs/00_config.ipynb #c016c
 @dataclass(frozen=True)
@@ -363,6 +398,7 @@ class Profile:
     promotion: Optional[PromotionRule] = None               # read by rsi_repro.promotion
     overrides: tuple[Override, ...] = ()                    # a person's verdicts beside the rule's (the decide stage)
     evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
+    compute: Compute = field(default_factory=Compute)       # how many processes, not what they compute: in no stage's key
     path: str = field(default='', compare=False)
     root: str = field(default='.', compare=False)
 
@@ -370,6 +406,8 @@ class Profile:
         names = [s.name for s in self.stages]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes: raise ProfileError(where, 'stages', f"duplicate stage name(s): {', '.join(dupes)}")
+        a_name(where, 'run', self.run)
+        for i, c in enumerate(self.evals.checkpoints): a_name(where, f"evals.checkpoints[{i}]", c)
         for i, s in enumerate(self.stages):
             for need in s.needs:
                 if need not in names[:i]: raise ProfileError(where, f"stages[{i}].needs", f"{need!r} is not an earlier stage")
@@ -418,23 +456,33 @@ def check_vllm_ranks(profile: Profile, where: str) -> None:
             raise ProfileError(where, f"{name}.lora.r", f"rank {r} cannot be served by vLLM (serving.vllm.max_lora_rank: "
                                f"{s.vllm.max_lora_rank}; servable ranks {', '.join(map(str, VLLM_LORA_RANKS))}); "
                                "set serving.merge_lora: true to merge each adapter into the base before serving")
+        if profile.base.dtype == 'float32':     # vLLM's LoRA kernels take 16-bit weights only (seen at engine start)
+            raise ProfileError(where, 'base.dtype', f"vLLM serves {name}'s LoRA adapter only on a float16 or bfloat16 base, not "
+                               "float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge each adapter first")
+
 
 # %% ../nbs/00_config.ipynb #c018
 def project_root(start: Path) -> Path:
     "The nearest folder at or above `start` holding settings.ini (else `start`'s folder)."
     start = Path(start).resolve()
-    for d in [start, *start.parents]:
-        if (d / 'settings.ini').exists(): return d
-    return start if start.is_dir() else start.parent
+    return find_root(start) or (start if start.is_dir() else start.parent)
 
 def _looks_local(s: str) -> bool:
     return s.startswith(('data/', './', '/', '../', 'outputs/')) or s.endswith(('.jsonl', '.json', '.parquet', '.npz'))
 
+def _strings(obj, key: str = ''):
+    "(dotted key, value) of every string in plain nested data."
+    if isinstance(obj, dict):
+        for k, v in obj.items(): yield from _strings(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj): yield from _strings(v, f"{key}[{i}]")
+    elif isinstance(obj, str): yield key, obj
+
 def _check_files(profile: Profile, where: str):
-    checks = [('base.name_or_path', profile.base.name_or_path)]
-    checks += [(f"prompts.{k}", v) for k, v in profile.prompts.items()]
-    for k, v in checks:
-        if _looks_local(v) and not profile.resolve(v).exists():
+    "Every local file a section names exists (a stage's params are its notebook's to check), and every stage's notebook."
+    sections = {k: v for k, v in to_dict(profile).items() if k not in ('stages', 'compute')}   # compute.env: a process's environment, not data
+    for k, v in _strings(sections):
+        if '\n' not in v and _looks_local(v) and not profile.resolve(v).exists():
             raise ProfileError(where, k, f"file not found: {v}")
     for s in profile.stages:
         nb = profile.resolve(Path('nbs/stages') / f"{s.notebook}.ipynb")
@@ -446,19 +494,6 @@ def deep_merge(base: dict, override: dict) -> dict:
     for k, v in override.items():
         out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
-
-def _read_yaml(path: Path, seen: tuple = ()) -> dict:
-    where = str(path)
-    if not path.exists(): raise ProfileError(where, '', "profile file not found")
-    try: data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e: raise ProfileError(where, '', f"not valid YAML: {str(e).splitlines()[0]}") from None
-    if not isinstance(data, dict): raise ProfileError(where, '', "a profile must be a mapping at the top level")
-    parent = data.pop('extends', None)
-    if parent is None: return data
-    if not isinstance(parent, str): raise ProfileError(where, 'extends', "expected the path of another profile")
-    ppath = (path.parent / parent).resolve()
-    if ppath in seen: raise ProfileError(where, 'extends', f"profiles extend each other in a cycle ({ppath})")
-    return deep_merge(_read_yaml(ppath, seen + (path.resolve(),)), data)
 
 def load_profile(path: str | Path, check_files: bool = True) -> Profile:
     "Read and validate a profile YAML (following `extends:` to the profile it overrides) into a frozen `Profile`."
@@ -472,6 +507,41 @@ def load_profile(path: str | Path, check_files: bool = True) -> Profile:
     profile = dataclasses.replace(profile, path=str(path), root=str(root))
     if check_files: _check_files(profile, where)
     return profile
+
+# %% ../nbs/00_config.ipynb #c018b
+class DuplicateKey(yaml.constructor.ConstructorError):
+    "A key given twice in one YAML mapping."
+
+class StrictLoader(yaml.SafeLoader):
+    "YAML's safe loader, refusing a key given twice in one mapping."
+
+def _mapping(loader, node, deep=False):
+    first = {}
+    for k, _ in node.value:
+        if k.tag == 'tag:yaml.org,2002:merge': continue     # `<<: *anchor` merges a mapping: its keys may repeat by design
+        key = loader.construct_object(k, deep=True)
+        if isinstance(key, (str, int, float, bool)) and key in first:
+            raise DuplicateKey(None, None, f"duplicate key {key!r} (first on line {first[key]}; YAML would keep the last silently)", k.start_mark)
+        first.setdefault(key, k.start_mark.line + 1)
+    return loader.construct_mapping(node, deep=deep)
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+def _read_yaml(path: Path, seen: tuple = ()) -> dict:
+    where = str(path)
+    try: data = yaml.load(read_text(path), Loader=StrictLoader)
+    except DataError as e: raise ProfileError(where, '', str(e), message=str(e).replace('file not found', 'profile file not found')) from None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        what = e.problem if isinstance(e, DuplicateKey) else f"not valid YAML: {e.problem} (column {mark.column + 1})"
+        raise ProfileError(where, '', what, message=f"{where}:{mark.line + 1}: {what}") from None
+    if not isinstance(data, dict): raise ProfileError(where, '', "a profile must be a mapping at the top level")
+    parent = data.pop('extends', None)
+    if parent is None: return data
+    if not isinstance(parent, str): raise ProfileError(where, 'extends', "expected the path of another profile")
+    ppath = (path.parent / parent).resolve()
+    if ppath in seen: raise ProfileError(where, 'extends', f"profiles extend each other in a cycle ({ppath})")
+    return deep_merge(_read_yaml(ppath, seen + (path.resolve(),)), data)
 
 # %% ../nbs/00_config.ipynb #c020
 def fingerprint(obj) -> str:

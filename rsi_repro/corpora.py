@@ -17,8 +17,8 @@ from .config import Band, Corpus
 from .io import DataError, iter_jsonl, sha256_file, sha256_text
 
 # %% auto #0
-__all__ = ['BATCH_ROWS', 'CorpusError', 'check_disjoint', 'load_corpus_dataset', 'iter_band', 'read_band', 'chat_messages',
-           'PreferencePair', 'binarize', 'MixStats', 'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
+__all__ = ['BATCH_ROWS', 'CorpusError', 'check_disjoint', 'row_where', 'load_corpus_dataset', 'iter_band', 'read_band',
+           'chat_messages', 'PreferencePair', 'binarize', 'MixStats', 'tokenize_chat', 'write_sft_mix', 'read_sft_mix']
 
 # %% ../nbs/30_corpora.ipynb #c005
 class CorpusError(DataError):
@@ -36,6 +36,11 @@ BATCH_ROWS = 4096   # rows per batch read from a dataset or a file
 def _tagged(rows: Sequence[dict], first: int) -> list[dict]:
     return [{**r, '_row': first + j} for j, r in enumerate(rows)]
 
+def row_where(corpus: Corpus, row: dict) -> str:
+    "Where a corpus row is, as an error names it: a local JSONL file's 1-based line, else the corpus and the row's index."
+    if '_line' in row: return f"{corpus.source}:{row['_line']} (corpus {corpus.name})"
+    return f"corpus {corpus.name} ({corpus.source}) row {row['_row']}"
+
 def _file_batches(path: Path, start: int, stop: int, size: int) -> Iterator[list[dict]]:
     "Rows [start, stop) of a local JSONL or parquet file, in batches; returns how many rows it saw (at most `stop`)."
     seen = 0
@@ -48,9 +53,9 @@ def _file_batches(path: Path, start: int, stop: int, size: int) -> Iterator[list
             if seen >= stop: break
         return seen
     batch = []
-    for _, row in iter_jsonl(path):
+    for line, row in iter_jsonl(path):
         if seen >= stop: break
-        if seen >= start: batch.append({**row, '_row': seen})
+        if seen >= start: batch.append({**row, '_row': seen, '_line': line})
         seen += 1
         if len(batch) == size: yield batch; batch = []
     if batch: yield batch

@@ -14,8 +14,8 @@ import pandas as pd
 from .config import Profile, Serving, fingerprint
 from .constraints import check_all
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
-from .generate import BACKENDS, Decode, ModelRef, base_identity, generate, load_tokenizer
-from .io import atomic_write_text, library_sha256, sha256_file, sha256_json, write_jsonl
+from .generate import make_backend, Decode, ModelRef, base_identity, generate, load_tokenizer
+from .io import atomic_write_text, library_sha256, portable, sha256_file, sha256_json, write_jsonl
 from .layout import (EVIDENCE, adjudication_sheet, adjudication_sheets, generations_dir, math_dir, pool_path,
                               refused_labels_path, resolve_checkpoint, result_paths)
 from .stats import load_outcomes
@@ -61,7 +61,7 @@ class _LazyBackend:
     def loaded(self) -> bool: return self._obj is not None
     def __getattr__(self, name):
         if name.startswith('_'): raise AttributeError(name)
-        if self._obj is None: self._obj = BACKENDS[self._backend](self._ref, self._serving, work_dir=self._work_dir)
+        if self._obj is None: self._obj = make_backend(self._ref, self._serving, self._backend, self._work_dir)
         return getattr(self._obj, name)
 
 def checkpoint_identity(ref: ModelRef) -> str:
@@ -364,7 +364,7 @@ def evaluate_checkpoint(profile: Profile,
         if not fresh:
             outcomes, summary = inst.run(profile, ck, ck_dir)
             write_result(out_dir, name, inst.name, outcomes, summary,
-                         {'checkpoint': name, 'instrument': inst.name, 'identity': ck.identity, 'adapter': ck.ref.adapter,
+                         {'checkpoint': name, 'instrument': inst.name, 'identity': ck.identity, 'adapter': ck.ref.adapter and portable(ck.ref.adapter),
                           'n': len(outcomes), 'inputs_sha256': _inputs_sha256(profile, inst, ck, ck_dir)})
         results[inst.name] = (load_outcomes(paths['outcomes'], name), pd.read_csv(paths['summary']))
     return results

@@ -4,21 +4,26 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import hashlib, json, os
+import atexit, gc, hashlib, importlib, json, os, queue, re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
+from .compute import LAUNCHED_ENV, Processes, compute_settings, processes
 from .config import VLLM_LORA_RANKS, Serving
-from .io import DataError, atomic_write_text, iter_jsonl, read_jsonl, sha256_json, write_jsonl
+from .typed import from_dict, to_dict
+from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, write_jsonl
 from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
-           'cut_at_stop', 'AdapterMismatch', 'base_identity', 'adapter_identity', 'check_adapter_base',
-           'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
-           'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend', 'plan_dir', 'generate']
+           'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'adapter_identity',
+           'check_adapter_base', 'portable_base_name', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank',
+           'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args', 'VLLMBackend',
+           'EngineFailed', 'EngineWorker', 'engine_workers', 'release_engines', 'SpreadBackend', 'make_backend',
+           'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -98,7 +103,23 @@ def cut_at_stop(new_ids: Sequence[int], stops: Sequence[int], pad_id: int | None
 
 # %% ../nbs/03_generate.ipynb #c010
 class AdapterMismatch(ValueError):
-    "An adapter trained on another base model."
+    "An adapter trained on another base model, or one whose files are damaged."
+
+def check_adapter_files(adapter: str | Path) -> None:
+    "Refuse an adapter whose safetensors weights are truncated or corrupted: the header must parse and describe the file's size."
+    for w in sorted(Path(adapter).glob('*.safetensors')):
+        size = w.stat().st_size
+        with w.open('rb') as f:
+            n = int.from_bytes(f.read(8), 'little') if size >= 8 else -1
+            try: meta = json.loads(f.read(n)) if 0 < n <= size - 8 else None
+            except ValueError: meta = None
+        if not isinstance(meta, dict):
+            raise AdapterMismatch(f"{w}: not a readable safetensors file ({size} bytes, its header does not parse): truncated or "
+                                  "corrupted; restore it, or retrain the adapter (rerun its stage with --force)")
+        end = 8 + n + max((v['data_offsets'][1] for k, v in meta.items() if k != '__metadata__'), default=0)
+        if size != end:
+            raise AdapterMismatch(f"{w}: {size} bytes, but its header describes {end}: truncated or corrupted; restore it, "
+                                  "or retrain the adapter (rerun its stage with --force)")
 
 def base_identity(base: str, revision: str | None = None) -> str:
     "A stable name for a base: `hub-id@revision`, or `local:<sha256 of config.json and weight files' names and sizes>`."
@@ -121,9 +142,10 @@ def adapter_identity(adapter: str | Path | None) -> str | None:
     return sha256_json(parts)
 
 def check_adapter_base(adapter: str | Path, base: str, revision: str | None = None) -> None:
-    "Refuse an adapter whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
+    "Refuse a damaged adapter, or one whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
     adapter = Path(adapter)
     if not (adapter / 'adapter_config.json').exists(): raise FileNotFoundError(f"{adapter}: no adapter_config.json: not a PEFT adapter folder")
+    check_adapter_files(adapter)
     want = base_identity(base, revision)
     evidence = adapter / EVIDENCE
     if evidence.exists():
@@ -135,6 +157,17 @@ def check_adapter_base(adapter: str | Path, base: str, revision: str | None = No
     if recorded and recorded != base and Path(recorded).resolve() != Path(base).resolve():
         raise AdapterMismatch(f"{adapter}: adapter_config.json says base {recorded!r}, not {base!r} "
                               f"(and it has no training_evidence.json recording the base's identity)")
+
+# %% ../nbs/03_generate.ipynb #c010b
+def portable_base_name(adapter: str | Path) -> None:
+    "Name the base in an adapter's own files (PEFT's adapter_config.json and model card) from the project root, as every output names a path."
+    adapter = Path(adapter); cfg_path = adapter / 'adapter_config.json'
+    cfg = json.loads(cfg_path.read_text()); name = cfg.get('base_model_name_or_path')
+    if name and Path(name).is_absolute():
+        atomic_write_text(cfg_path, json.dumps({**cfg, 'base_model_name_or_path': portable(name)}, indent=2, sort_keys=True) + '\n')
+    if (card := adapter / 'README.md').exists():       # PEFT's card names the loaded base, which a warm start's config may not
+        lines = card.read_text().splitlines(keepends=True)
+        atomic_write_text(card, ''.join(re.sub(r"/[^\s'\"]+", lambda m: portable(m.group(0)), l) if 'base_model' in l else l for l in lines))
 
 # %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):
@@ -199,7 +232,11 @@ def vllm_lora_plan(model: ModelRef, max_lora_rank: int) -> str:
     "'none', 'lora' or 'merge': how vLLM will serve this checkpoint, or a clear error if it cannot."
     if not model.adapter: return 'none'
     r = adapter_rank(model.adapter)
-    if r in VLLM_LORA_RANKS and r <= max_lora_rank and not model.merge: return 'lora'
+    if r in VLLM_LORA_RANKS and r <= max_lora_rank and not model.merge:
+        if model.dtype == 'float32':       # vLLM 0.26's LoRA kernels assert a 16-bit weight at engine start
+            raise ValueError(f"{model.adapter}: vLLM serves a LoRA adapter only on a float16 or bfloat16 base, and this base "
+                             f"is float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge it into the base first")
+        return 'lora'
     if model.merge: return 'merge'
     raise ValueError(f"{model.adapter}: LoRA rank r={r} cannot be served by vLLM (servable ranks: "
                      f"{', '.join(map(str, VLLM_LORA_RANKS))}, profile max_lora_rank={max_lora_rank}); "
@@ -213,6 +250,7 @@ def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
         net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
     return ModelRef(base=str(out), dtype=model.dtype)
 
+# %% ../nbs/03_generate.ipynb #c014x
 def _text_config(model: ModelRef):
     from transformers import AutoConfig
     cfg = AutoConfig.from_pretrained(model.base, revision=model.revision)
@@ -262,11 +300,17 @@ class VLLMBackend:
         if plan == 'merge':
             if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
             model = merge_adapter(model, work_dir)
-        if serving.vllm.batch_invariant: os.environ.setdefault('VLLM_BATCH_INVARIANT', '1')
+        if serving.vllm.batch_invariant: os.environ['VLLM_BATCH_INVARIANT'] = '1'   # the profile decides, also in an engine
+        else: os.environ.pop('VLLM_BATCH_INVARIANT', None)                        # process that served another profile first
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
         self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)
         self.stops = stop_ids(self.tokenizer)
+
+    def close(self) -> None:
+        "Stop vLLM's engine process now (its GPU memory is freed) rather than whenever the object is collected."
+        core = getattr(getattr(getattr(self, 'llm', None), 'llm_engine', None), 'engine_core', None)
+        if core is not None and hasattr(core, 'shutdown'): core.shutdown()
 
     def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:
         from vllm import SamplingParams
@@ -282,13 +326,150 @@ class VLLMBackend:
             res.append(Completion(tuple(c.token_ids), 'stop' if c.finish_reason == 'stop' else 'length'))
         return res
 
+# %% ../nbs/03_generate.ipynb #c014e
+class EngineFailed(RuntimeError):
+    "A generation engine in a child process failed or stopped; the message names its device and the error."
+
+def _free_memory() -> None:
+    gc.collect()
+    import sys
+    torch = sys.modules.get('torch')
+    if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
+
+def _serve_engine(conn, gpu: str | None, env: dict) -> None:
+    "A child's loop: load a checkpoint's engine, generate prompts, until told to close or its parent goes away (plain data both ways)."
+    os.environ.update(env); os.environ[LAUNCHED_ENV] = '1'
+    if gpu is not None: os.environ['CUDA_VISIBLE_DEVICES'] = gpu
+    engine = None
+    while True:
+        try: msg = conn.recv()
+        except (EOFError, OSError): return
+        try:
+            if msg[0] in ('load', 'close') and engine is not None:
+                getattr(engine, 'close', lambda: None)(); engine = None; _free_memory()
+            if msg[0] == 'close': conn.send(('ok', None)); return
+            if msg[0] == 'load':
+                engine = BACKENDS[msg[3]](ModelRef(**msg[1]), from_dict(Serving, msg[2]), work_dir=msg[4])
+                conn.send(('ok', None))
+            else: conn.send(('ok', [(c.token_ids, c.finish_reason) for c in engine.generate(msg[1], Decode(**msg[2]), msg[3])]))
+        except Exception as e:
+            conn.send(('error', f"{type(e).__name__}: {e}"))
+
+# %% ../nbs/03_generate.ipynb #c014y
+class EngineWorker:
+    "A child process holding one generation engine on one device (a GPU, or the CPU)."
+    def __init__(self, gpu: str | None):
+        import multiprocessing
+        ctx = multiprocessing.get_context('spawn')           # a fresh interpreter: CUDA is set up only after it picks its GPU
+        self.gpu, self.loaded = gpu, None
+        self.conn, child = ctx.Pipe()
+        loop = importlib.import_module('rsi_repro.generate')._serve_engine   # the library's, which a fresh interpreter can import
+        self.proc = ctx.Process(target=loop, args=(child, gpu, dict(compute_settings().env)),
+                                name=f"rsi-repro-engine-{gpu or 'cpu'}")
+        self.proc.start(); child.close()
+
+    @property
+    def where(self) -> str: return f"GPU {self.gpu}" if self.gpu is not None else 'the CPU'
+
+    def ask(self, *msg):
+        try:
+            self.conn.send(msg); status, value = self.conn.recv()
+        except (EOFError, OSError):
+            self.proc.join(10)
+            code = self.proc.exitcode
+            raise EngineFailed(f"the generation engine on {self.where} stopped (exit code {code}"
+                               + (", killed: out of memory?" if code == -9 else "") + ")") from None
+        if status == 'error': raise EngineFailed(f"the generation engine on {self.where}: {value}")
+        return value
+
+    def load(self, key, model: 'ModelRef', serving: Serving, backend: str, work_dir) -> None:
+        "Hold `model`'s engine (a no-op when it already does)."
+        if self.loaded == key: return
+        self.loaded = None
+        self.ask('load', asdict(model), to_dict(serving), backend, None if work_dir is None else str(work_dir))
+        self.loaded = key
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            try: self.conn.send(('close',)); self.conn.recv()
+            except (EOFError, OSError): pass
+            self.proc.join(60)
+            if self.proc.is_alive(): self.proc.kill(); self.proc.join()
+        self.conn.close()
+
+# %% ../nbs/03_generate.ipynb #c014g
+_WORKERS: dict[tuple, list[EngineWorker]] = {}       # devices -> the live engines of this process
+
+def engine_workers(procs: Processes) -> list[EngineWorker]:
+    "One live engine process per device of `procs`, started on first use and reused by every later call."
+    key = procs.gpus or ('cpu',) * procs.count
+    if key not in _WORKERS:
+        release_engines()
+        _WORKERS[key] = [EngineWorker(g if procs.gpus else None) for g in key]
+        atexit.unregister(release_engines); atexit.register(release_engines)   # after multiprocessing's own exit hook, so
+    return _WORKERS[key]                                                          # it runs first: that hook waits for them
+
+def release_engines() -> None:
+    "Close every generation engine this process started, freeing their GPU memory (before training, and at exit)."
+    for workers in _WORKERS.values():
+        for w in workers: w.close()
+    _WORKERS.clear()
+
+# %% ../nbs/03_generate.ipynb #c014z
+class SpreadBackend:
+    "A generation backend whose calls run on engines in child processes, one per device; shards go to whichever is free."
+    def __init__(self, model: ModelRef, serving: Serving, backend: str, work_dir: str | Path | None, procs: Processes):
+        if backend == 'vllm' and vllm_lora_plan(model, serving.vllm.max_lora_rank) == 'merge':
+            if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
+            model = merge_adapter(model, work_dir)                   # once, here: every engine loads the merged checkpoint
+        self.model, self.serving, self.backend, self.work_dir, self.procs = model, serving, backend, work_dir, procs
+        self.tokenizer = load_tokenizer(model); self.stops = stop_ids(self.tokenizer)
+        self.key = repr((model, serving, backend))
+
+    def _engines(self) -> list[EngineWorker]:
+        "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
+        workers = engine_workers(self.procs)
+        try:
+            with ThreadPoolExecutor(len(workers)) as ex:
+                list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
+        except EngineFailed: release_engines(); raise
+        return workers
+
+    def map(self, jobs: Sequence[tuple[list, int]], decode: Decode, done: Callable[[int, list], None]) -> None:
+        "Run every (prompts, seed) job on whichever engine is free; `done(i, completions)` as each one finishes."
+        workers = self._engines()
+        free = queue.Queue()
+        for w in workers: free.put(w)
+        def run(i):
+            w = free.get()
+            try: out = [Completion(tuple(t), r) for t, r in w.ask('generate', [list(p) for p in jobs[i][0]], asdict(decode), jobs[i][1])]
+            finally: free.put(w)
+            done(i, out)
+        try:
+            with ThreadPoolExecutor(len(workers)) as ex:
+                for f in [ex.submit(run, i) for i in range(len(jobs))]: f.result()
+        except EngineFailed: release_engines(); raise
+
+    def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:
+        out = []
+        self.map([(prompts, seed)], decode, lambda i, done: out.extend(done))
+        return out
+
+def make_backend(model: ModelRef, serving: Serving, backend: str | None = None, work_dir: str | Path | None = None,
+                 procs: Processes | None = None):
+    "The engine a generation call uses: in this process, or in child processes (vLLM on a GPU; several devices)."
+    backend, procs = backend or serving.backend, procs or processes()
+    if procs.elsewhere or (backend == 'vllm' and procs.gpus): return SpreadBackend(model, serving, backend, work_dir, procs)
+    return BACKENDS[backend](model, serving, work_dir=work_dir)
+
 # %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')
 
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
-            'model': asdict(model), 'base_identity': base_identity(model.base, model.revision),
+            'model': {k: v for k, v in asdict(model).items() if k not in ('base', 'adapter')},   # those two by identity, below
+            'base_identity': base_identity(model.base, model.revision),
             'adapter_identity': adapter_identity(model.adapter), 'decode': asdict(decode), 'backend': backend,
             'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
             'shard_size': serving.shard_size, 'batch_size': serving.batch_size,
@@ -333,28 +514,34 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
         raise DataError(f"{plan_path}: does not match its folder's hash: the folder was edited by hand; delete it to regenerate")
     size = serving.shard_size
     chunks = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
-    rows: list[dict] = []
+    shards = [out / f"shard-{k:05d}.jsonl" for k in range(len(chunks))]
+    expected = [[(str(r['id']), s) for r in chunk for s in range(decode.samples)] for chunk in chunks]
     quiet = not progress or os.environ.get('TQDM_DISABLE') == '1'      # an explicit disable=False would override the env var
     bar = tqdm(total=len(requests) * decode.samples, desc=f"generate {model.label}", disable=quiet, unit='row')
-    engine = backend_obj
-    for k, chunk in enumerate(chunks):
-        shard = out / f"shard-{k:05d}.jsonl"
-        expected = [(str(r['id']), s) for r in chunk for s in range(decode.samples)]
-        if shard.exists():
-            rows += _read_shard(shard, expected); bar.update(len(expected)); continue
-        if engine is None: engine = BACKENDS[backend](model, serving, work_dir=Path(out_dir))
+    found = {k: _read_shard(shards[k], expected[k]) for k in range(len(chunks)) if shards[k].exists()}
+    bar.update(sum(map(len, found.values())))
+    missing = [k for k in range(len(chunks)) if k not in found]
+    if missing:
+        engine = backend_obj if backend_obj is not None else make_backend(model, serving, backend, Path(out_dir))
         tok = engine.tokenizer
-        rendered = [render(r['messages'], tok, serving.max_input_tokens, serving.system_prompt, serving.overlong, row=str(r['id']))
-                    for r in chunk]
-        prompts = [p.input_ids for p in rendered for _ in range(decode.samples)]
-        done = engine.generate(prompts, decode, seed=decode.seed * 100_003 + k)
-        shard_rows = []
-        for j, ((rid, s), comp) in enumerate(zip(expected, done)):
-            body = [t for t in comp.token_ids if t not in engine.stops]
-            shard_rows.append({'id': rid, 'sample': s, 'response': tok.decode(body, skip_special_tokens=False),
-                               'finish_reason': comp.finish_reason, 'prompt_tokens': len(prompts[j]),
-                               'new_tokens': len(comp.token_ids), 'dropped_turns': rendered[j // decode.samples].dropped_turns})
-        write_jsonl(shard, shard_rows)
-        rows += shard_rows; bar.update(len(expected))
+        jobs = []
+        for k in missing:
+            rendered = [render(r['messages'], tok, serving.max_input_tokens, serving.system_prompt, serving.overlong, row=str(r['id']))
+                        for r in chunks[k]]
+            jobs.append((k, rendered, [p.input_ids for p in rendered for _ in range(decode.samples)]))
+        def write(i: int, done: list[Completion]):
+            k, rendered, prompts = jobs[i]
+            shard_rows = []
+            for j, ((rid, s), comp) in enumerate(zip(expected[k], done)):
+                body = [t for t in comp.token_ids if t not in engine.stops]
+                shard_rows.append({'id': rid, 'sample': s, 'response': tok.decode(body, skip_special_tokens=False),
+                                   'finish_reason': comp.finish_reason, 'prompt_tokens': len(prompts[j]),
+                                   'new_tokens': len(comp.token_ids), 'dropped_turns': rendered[j // decode.samples].dropped_turns})
+            write_jsonl(shards[k], shard_rows)
+            found[k] = shard_rows; bar.update(len(shard_rows))
+        seeds = [decode.seed * 100_003 + k for k, _, _ in jobs]
+        if hasattr(engine, 'map'): engine.map([(p, s) for (_, _, p), s in zip(jobs, seeds)], decode, write)   # several engines
+        else:
+            for i, (_, _, prompts) in enumerate(jobs): write(i, engine.generate(prompts, decode, seed=seeds[i]))
     bar.close()
-    return pd.DataFrame(rows, columns=list(ROW_FIELDS))
+    return pd.DataFrame([r for k in range(len(chunks)) for r in found[k]], columns=list(ROW_FIELDS))

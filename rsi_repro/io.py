@@ -7,27 +7,60 @@ from __future__ import annotations
 import hashlib, json, os, platform, tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['VERSIONED', 'DataError', 'iter_jsonl', 'read_jsonl', 'atomic_write_text', 'write_jsonl', 'canonical_json',
-           'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root',
-           'library_sha256', 'package_data']
+__all__ = ['PROJECT_MARK', 'VERSIONED', 'find_root', 'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl',
+           'read_text', 'read_json', 'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json', 'sha256_text',
+           'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root', 'library_sha256',
+           'package_data']
+
+# %% ../nbs/00a_io.ipynb #c005f
+PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
+
+def find_root(start: str | Path) -> Optional[Path]:
+    "The nearest folder at or above `start` holding settings.ini (as spelt, else with links resolved); None outside a project."
+    for form in (Path(os.path.abspath(start)), Path(start).resolve()):
+        if root := next((d for d in [form, *form.parents] if (d / PROJECT_MARK).is_file()), None): return root
+    return None
+
+def portable(path: str | Path) -> str:
+    "A path as an output records it: from the project root when it lies in one, else as given."
+    p = Path(path)
+    if not p.is_absolute(): return p.as_posix()
+    root = find_root(p)
+    for form in (Path(os.path.abspath(p)), p.resolve()):
+        if root is not None and form.is_relative_to(root): return form.relative_to(root).as_posix()
+    return str(p)
+
+def from_root(recorded: str | Path, near: str | Path) -> Path:
+    "A path an output recorded, as a path: a relative one is from the project root of `near` (the file that recorded it)."
+    p = Path(recorded)
+    root = None if p.is_absolute() else find_root(near)
+    return root / p if root is not None else p
 
 # %% ../nbs/00a_io.ipynb #c004
 class DataError(ValueError):
     "A data file that cannot be used, naming the file and the line or row."
+
+def utf8(raw: bytes, where: str, error: type = DataError) -> str:
+    "Bytes as UTF-8 text; a byte that is not UTF-8 is an error naming `where` (file:line) and its column."
+    try: return raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b'\n', 0, e.start) + 1          # `raw` may be a whole file: the column is within the bad byte's line
+        raise error(f"{where}: not UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start - line_start + 1})") from None
 
 def iter_jsonl(path: str | Path,        # a JSONL file
                error: type = DataError,  # the error class raised, so callers keep their own (a subclass of ValueError)
                blank: str = 'skip',      # 'skip' blank lines, or treat one as an 'error'
                objects: bool = True,     # every row must be a JSON object
                ) -> Iterator[tuple[int, dict]]:
-    "Yield (line number, row) from a JSONL file; a malformed line is an error naming the file and the line."
+    "Yield (line number, row) from a JSONL file; a malformed line (bad JSON, a byte that is not UTF-8) is an error naming the file and the line."
     path = Path(path)
     if not path.exists(): raise error(f"{path}: file not found")
-    with path.open(encoding='utf-8') as f:
-        for lineno, line in enumerate(f, 1):
+    with path.open('rb') as f:
+        for lineno, raw in enumerate(f, 1):
+            line = utf8(raw, f"{path}:{lineno}", error)
             if not line.strip():
                 if blank == 'error': raise error(f"{path}:{lineno}: empty line")
                 continue
@@ -40,17 +73,41 @@ def read_jsonl(path: str | Path) -> list[dict]:
     "All rows of a JSONL file (strict)."
     return [row for _, row in iter_jsonl(path)]
 
+# %% ../nbs/00a_io.ipynb #c004b2
+def read_text(path: str | Path, error: type = DataError) -> str:
+    "A text file's contents, strictly UTF-8: a bad byte is an error naming the file, its 1-based line and column."
+    path = Path(path)
+    if not path.is_file(): raise error(f"{portable(path)}: file not found")
+    raw = path.read_bytes()
+    try: return raw.decode('utf-8')
+    except UnicodeDecodeError as e:
+        line = raw.count(b'\n', 0, e.start) + 1
+        return utf8(raw, f"{portable(path)}:{line}", error)          # raises, naming the line
+
+def read_json(path: str | Path, error: type = DataError):
+    "A JSON file; text that is not JSON is an error naming the file, the 1-based line and the column."
+    try: return json.loads(read_text(path, error))
+    except json.JSONDecodeError as e: raise error(f"{portable(path)}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+
 # %% ../nbs/00a_io.ipynb #c004d
 def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write `text` to `path` through a temporary file and a rename, so readers never see half a file."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix='.tmp')
     try:
+        os.fchmod(fd, 0o644)                                  # mkstemp makes 0600 files
         with os.fdopen(fd, 'w', encoding='utf-8') as f: f.write(text); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
     return path
+
+def publishable(folder: str | Path) -> None:
+    "Make a folder readable by another user (a web server, a colleague, an archive): files 0644, folders 0755."
+    folder = Path(folder)
+    os.chmod(folder, 0o755)
+    for p in folder.rglob('*'):
+        if not p.is_symlink(): os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     "Write rows as JSONL, atomically."

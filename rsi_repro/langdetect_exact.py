@@ -4,18 +4,20 @@
 
 # %% ../nbs/10a_langdetect_exact.ipynb #c002
 from __future__ import annotations
-import functools, math, random, re, sys
+import functools, math, random, re, sys, warnings
+from importlib.metadata import version
 from typing import Sequence
 
 import numpy as np
 from langdetect import detector_factory
 from langdetect.detector import Detector
+from langdetect.lang_detect_exception import LangDetectException
 from langdetect.utils.ngram import NGram
 
 # %% auto #0
-__all__ = ['N_TRIAL', 'MAX_TEXT_LENGTH', 'STREAM_WORDS', 'MAX_DRAWS', 'SMALL_BATCH', 'profile', 'ngram_rows', 'word_stream',
-           'accepted_draws', 'text_probabilities', 'language_probabilities', 'LangdetectMismatch', 'self_check',
-           'detect_many']
+__all__ = ['N_TRIAL', 'MAX_TEXT_LENGTH', 'STREAM_WORDS', 'MAX_DRAWS', 'COMPENSATED_SUM', 'SMALL_BATCH', 'profile', 'ngram_rows',
+           'word_stream', 'accepted_draws', 'sum_is_compensated', 'python_sum', 'text_probabilities',
+           'language_probabilities', 'LangdetectMismatch', 'self_check', 'exact_path', 'langdetect_one', 'detect_many']
 
 # %% ../nbs/10a_langdetect_exact.ipynb #c005
 N_TRIAL = 7              # Detector.n_trial
@@ -107,6 +109,27 @@ def _trial_start(t: int, pos: np.ndarray, cursor: int, cached: float, words: Seq
     alpha = Detector.ALPHA_DEFAULT + (0.0 + z * 1.0) * Detector.ALPHA_WIDTH
     return alpha / Detector.BASE_FREQ, cursor, cached
 
+# %% ../nbs/10a_langdetect_exact.ipynb #c013b
+def sum_is_compensated() -> bool:
+    "Does this interpreter's built-in `sum` of floats compensate rounding (CPython 3.12 and later)?"
+    return sum([1.0, 1e100, 1.0, -1e100]) == 2.0  # 0.0 left to right, 2.0 compensated
+
+COMPENSATED_SUM = sum_is_compensated()
+
+def python_sum(values: np.ndarray,                  # floats, summed along the last axis
+               compensated: bool = COMPENSATED_SUM,  # Neumaier's compensated sum, or left to right
+               ) -> np.ndarray:
+    "The built-in `sum` of each row of `values`, bit for bit as this interpreter (or the summation named) computes it."
+    partial = np.add.accumulate(values, axis=-1)
+    total = partial[..., -1]
+    if not compensated or values.shape[-1] < 2: return total
+    s, x, t = partial[..., :-1], values[..., 1:], partial[..., 1:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.where(np.abs(s) >= np.abs(x), (s - t) + x, (x - t) + s)  # each addition's exact rounding error
+        c = np.add.accumulate(error, axis=-1)[..., -1]
+        return np.where((c != 0) & np.isfinite(c), total + c, total)
+
+
 # %% ../nbs/10a_langdetect_exact.ipynb #c015
 def text_probabilities(rows: Sequence[int],  # `ngram_rows` of one text, non-empty
                        seed: int = 0,        # the factory's seed (IFEval uses 0)
@@ -124,13 +147,13 @@ def text_probabilities(rows: Sequence[int],  # `ngram_rows` of one text, non-emp
         weight, cursor, cached = _trial_start(t, pos, cursor, cached, words)
         table = base + weight
         prob = table[drawn[cursor]] * (1.0 / n_lang)  # the first update of a uniform start
-        prob /= np.add.accumulate(prob)[-1]
+        prob /= sum(prob.tolist())
         cursor, i = cursor + 1, 0
         while np.maximum.reduce(prob) <= Detector.CONV_THRESHOLD and i < Detector.ITERATION_LIMIT:
             block[0] = prob
             table.take(drawn[cursor:cursor + 5], axis=0, out=block[1:])
             np.multiply.reduce(block, axis=0, out=prob)
-            prob /= np.add.accumulate(prob)[-1]
+            prob /= sum(prob.tolist())
             cursor, i = cursor + 5, i + 5
         total += prob / N_TRIAL
     return total
@@ -173,7 +196,7 @@ def language_probabilities(rows_per_text: Sequence[Sequence[int]],  # `ngram_row
         factors += weight[:, None, None]
         factors[first, 1:] = 1.0
         for j in range(5): prob *= factors[:, j]
-        prob /= np.add.accumulate(prob, axis=1)[:, -1:]
+        prob /= python_sum(prob)[:, None]
         top = prob.max(axis=1)
         checked = np.where(first, 0, checked + 5)
         cursor += np.where(first, 1, 5)
@@ -215,9 +238,31 @@ def self_check(seed: int = 0) -> bool:
         d.seed = seed
         d.append(t); d.get_probabilities()
         if p.tolist() != d.langprob or text_probabilities(r, seed).tolist() != d.langprob:
-            raise LangdetectMismatch(f"langdetect_exact differs from langdetect on {t!r} (Python {sys.version.split()[0]}); "
-                                     "use langdetect itself or pin the versions this module was verified on")
+            raise LangdetectMismatch(f"langdetect_exact differs from langdetect on {t!r} "
+                                     f"(Python {sys.version.split()[0]}, langdetect {version('langdetect')})")
     return True
+
+# %% ../nbs/10a_langdetect_exact.ipynb #c025b
+@functools.lru_cache(maxsize=None)
+def exact_path(seed: int = 0) -> bool:
+    "True when the vectorised path passes its self-check on this interpreter; otherwise warn once and return False."
+    try: return self_check(seed)
+    except LangdetectMismatch as e:
+        warnings.warn(f"{e}: detecting languages with langdetect itself (the same answers, one text at a time)",
+                      RuntimeWarning, stacklevel=2)
+        return False
+
+def langdetect_one(text: str,     # a text to identify
+                   seed: int = 0,  # the factory's seed (IFEval uses 0)
+                   ) -> str | None:
+    "langdetect's own `detect(text)` with the factory seeded; None where it raises: the reference, and the fallback."
+    profile()  # loads the factory
+    d = detector_factory._factory.create()
+    d.seed = seed
+    d.append(text)
+    try: return d.detect()
+    except LangDetectException: return None
+
 
 # %% ../nbs/10a_langdetect_exact.ipynb #c022
 def detect_many(texts: Sequence[str],  # texts to identify
@@ -225,7 +270,7 @@ def detect_many(texts: Sequence[str],  # texts to identify
                 ) -> list[str | None]:
     "`langdetect.detect(text)` with `DetectorFactory.seed = seed` for every text; None where it raises."
     langs = profile()[0]
-    self_check(seed)
+    if not exact_path(seed): return [langdetect_one(t, seed) for t in texts]
     rows = [ngram_rows(t) for t in texts]
     live = [i for i, r in enumerate(rows) if r]
     probs = language_probabilities([rows[i] for i in live], seed)

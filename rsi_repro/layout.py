@@ -4,10 +4,12 @@
 
 # %% ../nbs/00d_layout.ipynb #c002
 from __future__ import annotations
+import os
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .config import Profile
+from .io import read_json
 
 # %% auto #0
 __all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE', 'PREREGISTER_STAGE',
@@ -17,7 +19,7 @@ __all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER'
            'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir', 'soup_adapter', 'soups_eval_dir',
            'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of', 'older_of',
            'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet', 'adjudication_sheets',
-           'refused_labels_path', 'pair_read_files']
+           'refused_labels_path', 'pair_read_files', 'manifest_near', 'recorded_sha256']
 
 # %% ../nbs/00d_layout.ipynb #c005
 MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_repro.pipeline)
@@ -199,3 +201,14 @@ def pair_read_files(out_dir: str | Path, stem: str = 'pair_read') -> dict[str, P
 
 SAFETY_SHEETS = f"**/{_ADJUDICATION.format('*')}"       # globs, in a stage folder, of the files a person writes
 BLIND_SHEETS = (f"**/{BLIND_SHEET}", f"**/{BLIND_KEY}")
+
+# %% ../nbs/00d_layout.ipynb #c017e
+def manifest_near(path: str | Path, levels: int = 3) -> Optional[Path]:
+    "The manifest of the stage folder holding `path`: in its folder or up to `levels` folders above (None: no stage's)."
+    path = Path(path)
+    return next((d / MANIFEST for d in [path.parent, *path.parent.parents][:levels + 1] if (d / MANIFEST).is_file()), None)
+
+def recorded_sha256(path: str | Path, manifest_path: str | Path, error: type = ValueError) -> Optional[str]:
+    "The sha256 the manifest at `manifest_path` recorded for `path` (None: it lists no such file)."
+    rel = Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(manifest_path)).parent).as_posix()
+    return (read_json(manifest_path, error=error).get('outputs') or {}).get(rel)

@@ -12,7 +12,7 @@ import pandas as pd
 
 from .config import MixTarget
 from .corpora import read_sft_mix
-from .io import atomic_write_text, sha256_file
+from .io import atomic_write_text, portable, sha256_file
 
 # %% auto #0
 __all__ = ['MEASURES', 'mix_counts', 'reached', 'mix_report', 'write_mix_report']
@@ -53,7 +53,7 @@ def mix_report(target: MixTarget | None,         # the profile's mix_target (Non
         rows.append({'measure': m, 'target': t, 'reached': r, 'difference': r - t if both else None,
                      'reached_over_target': r / t if both else None})
     out = pd.DataFrame(rows).set_index('measure')
-    out.attrs.update(mix=str(mix_path), mix_sha256=sha256_file(mix_path))
+    out.attrs.update(mix=portable(mix_path), mix_sha256=sha256_file(mix_path))
     return out
 
 def write_mix_report(report: pd.DataFrame, path: str | Path) -> Path:

@@ -4,38 +4,33 @@
 
 # %% ../nbs/90_pipeline.ipynb #c002
 from __future__ import annotations
-import ast, inspect, json, os, shutil, time
+import ast, inspect, json, os, re, shutil, socket, time
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .compute import compute_environment
 from .config import Profile, Stage, fingerprint, load_profile
-from .typed import to_dict
+from .typed import ProfileError, to_dict
 from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
                               soup_parent_adapter)
-from .io import atomic_write_text, package_versions, sha256_file, sha256_files, sha256_json
+from .io import atomic_write_text, package_versions, portable, publishable, read_json, sha256_file, sha256_files, sha256_json
+from .manifests import output_hashes, read_manifest, stage_problems, with_hashes
 
 # %% auto #0
-__all__ = ['QUIET_ENV', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER', 'WATCH_MARK',
-           'REFUSALS', 'USED', 'RESTORE', 'output_hashes', 'read_manifest', 'StageFailed', 'StageResult', 'Reads',
-           'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths', 'library_modules',
-           'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes', 'label_identities',
-           'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'prepare_folder',
-           'restore_folder', 'finish_folder', 'run_stage', 'seal_of', 'StagePlan', 'plan', 'run', 'format_plan']
+__all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER',
+           'RUNNER_PARAMS', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'StageFailed', 'StageResult', 'run_lock',
+           'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths',
+           'library_modules', 'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes',
+           'label_identities', 'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker',
+           'previous_dir', 'foreign', 'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs',
+           'trusted_carry', 'run_stage', 'seal_of', 'rerecord', 'StagePlan', 'plan', 'run', 'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
              'TRANSFORMERS_NO_ADVISORY_WARNINGS': '1', 'PYTHONWARNINGS': 'ignore', 'TOKENIZERS_PARALLELISM': 'false'}
-def output_hashes(stage_dir: Path, notebook_name: str) -> dict:
-    "sha256 of every artifact a stage wrote (not the manifest, the executed notebook or dot files)."
-    skip = {MANIFEST, notebook_name}
-    return {p.relative_to(stage_dir).as_posix(): sha256_file(p) for p in sorted(stage_dir.rglob('*'))
-            if p.is_file() and p.name not in skip and not p.name.startswith('.') and '.ipynb_checkpoints' not in p.parts}
-
-def read_manifest(stage_dir: Path) -> Optional[dict]:
-    path = Path(stage_dir) / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
 
 # %% ../nbs/90_pipeline.ipynb #c007
 class StageFailed(RuntimeError):
@@ -50,8 +45,66 @@ class StageResult:
     stage_dir: str
     reasons: tuple = ()    # why it ran
 
+# %% ../nbs/90_pipeline.ipynb #t002
+LOCK = '.lock'      # in the run folder while a runner holds it: its pid, host and start time
+
+def _holder(path: Path) -> Optional[dict]:
+    "Who holds the lock at `path`; None when nobody does (no lock, or its process is gone)."
+    try: held = json.loads(path.read_text())
+    except FileNotFoundError: return None
+    except ValueError: held = None
+    if not isinstance(held, dict) or not {'pid', 'host', 'started'} <= set(held):   # being written this instant, or garbage a crash left
+        return {'pid': '?', 'host': '?', 'started': 'just now'} if time.time() - path.stat().st_mtime < 10 else None
+    if held.get('host') != socket.gethostname(): return held
+    try: os.kill(int(held['pid']), 0)
+    except ProcessLookupError: return None
+    except PermissionError: pass                 # alive, another user's
+    return held
+
+@contextmanager
+def run_lock(run_dir: Path, log=print):
+    "Hold the run folder's lock while the body runs: a second runner is refused in one line, a stale lock replaced."
+    run_dir = Path(run_dir); path = run_dir / LOCK
+    me = {'pid': os.getpid(), 'host': socket.gethostname(), 'started': datetime.now(timezone.utc).isoformat(timespec='seconds')}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        try: fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644); break
+        except FileExistsError:
+            if held := _holder(path):
+                raise StageFailed(f"{portable(run_dir)} is in use: a runner (pid {held['pid']} on {held['host']}, started {held['started']}) "
+                                  f"holds its lock; wait for it to finish, or delete {portable(path)} if that process is gone") from None
+            log(f"[{run_dir.name}] a stale lock is replaced: its process is gone")
+            path.unlink(missing_ok=True)
+    with os.fdopen(fd, 'w') as f: json.dump(me, f)
+    try: yield path
+    finally:
+        if _holder(path) == me: path.unlink(missing_ok=True)
+
+# %% ../nbs/90_pipeline.ipynb #t005
+def confined(path: Path, run_dir: Path) -> Path:
+    "`path`, when it lies inside `run_dir` (links resolved); else an error: the runner deletes and moves nothing outside its run folder."
+    real, root = Path(os.path.realpath(path)), Path(os.path.realpath(run_dir))
+    if real == root or not real.is_relative_to(root):
+        raise StageFailed(f"refusing to delete or move {path}: it is not inside the run folder {portable(run_dir)}")
+    return Path(path)
+
+def _remove(path: Path, run_dir: Path) -> None:
+    "Delete a file or folder of the run folder."
+    path = confined(path, run_dir)
+    if path.is_dir() and not path.is_symlink(): shutil.rmtree(path)
+    else: path.unlink(missing_ok=True)
+
+def _move(src: Path, dst: Path, run_dir: Path) -> None:
+    confined(src, run_dir).rename(confined(dst, run_dir))
+
+def _listing(folder: Path, limit: int = 4) -> str:
+    "What a folder holds, as a log line lists it: how many files, and the first few."
+    files = sorted(p.relative_to(folder).as_posix() for p in Path(folder).rglob('*') if p.is_file())
+    return f"{len(files)} file(s)" + (f": {', '.join(files[:limit])}{', ...' if len(files) > limit else ''}" if files else '')
+
 # %% ../nbs/90_pipeline.ipynb #r002
-ALWAYS = ('run', 'stages', 'path', 'root')  # what every stage may read: its run's name, the stage list, where the profile lives
+ALWAYS = ('run', 'stages', 'path', 'root', 'compute')  # what every stage may read: its run's name, the stage list, where the
+                                                      # profile lives, and how many processes it may use (how fast, never what)
 PLANS = '**/plan-*'                  # generation shards: one folder per plan, named by the hash of everything its rows depend on
 PROFILE_FILE = '<profile>'           # the profile file's own bytes, comments included (the report prints its sha256)
 
@@ -263,6 +316,21 @@ def label_identities(stage_dir: Path, reads: Reads) -> dict:
     stage_dir = Path(stage_dir)
     return {p.relative_to(stage_dir).as_posix(): sha256_file(p) for g in reads.labels for p in sorted(stage_dir.glob(g)) if p.is_file()}
 
+# %% ../nbs/90_pipeline.ipynb #k005
+RUNNER_PARAMS = ('profile_path', 'stage_dir', 'run_dir', 'arms')   # set by the runner, never by a profile
+
+def check_params(profile: Profile) -> None:
+    "Every `params` key of the stage list names a parameter of its stage's notebook, and none is one the runner sets."
+    import papermill as pm
+    for i, s in enumerate(profile.stages):
+        if not s.params: continue
+        known = pm.inspect_notebook(str(notebook_path(profile, s)))
+        for k in s.params:
+            if k in RUNNER_PARAMS: raise ProfileError(profile.path, f"stages[{i}].params.{k}", "is set by the runner, not by a profile")
+            if k not in known:
+                raise ProfileError(profile.path, f"stages[{i}].params.{k}", f"the {s.notebook} notebook has no parameter {k!r} "
+                                   f"(its parameters: {', '.join(p for p in known if p not in RUNNER_PARAMS)})")
+
 # %% ../nbs/90_pipeline.ipynb #w002
 WATCH_MARK = '# rsi-repro watch: checks that this stage reads only what its key hashes (the runner removes it from the executed notebook)'
 REFUSALS, USED = '.undeclared_reads.jsonl', '.used_caches.jsonl'
@@ -354,39 +422,48 @@ def watch_source(spec: dict) -> str:
 # %% ../nbs/90_pipeline.ipynb #f002
 def read_marker(stage_dir: Path) -> Optional[dict]:
     path = Path(stage_dir) / MARKER
-    return json.loads(path.read_text()) if path.exists() else None
+    return read_json(path) if path.exists() else None
 
 def previous_dir(stage_dir: Path) -> Path:
     return Path(stage_dir).with_name(f".{Path(stage_dir).name}.previous")
 
 def _move_matches(src: Path, dst: Path, patterns: Sequence[str]) -> list[str]:
-    "Move what matches `patterns` in `src` to the same place in `dst`; returns the moved paths, relative."
+    "Move what matches `patterns` in `src` to the same place in `dst` (both in one run folder); returns the moved paths, relative."
     moved = []
     for pattern in patterns:
         for p in sorted(src.glob(pattern)):
             if not p.exists() or (dst / p.relative_to(src)).exists(): continue   # inside something already moved
             rel = p.relative_to(src)
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            p.rename(dst / rel)
+            _move(p, dst / rel, src.parent)
             moved.append(rel.as_posix())
     return moved
 
+def foreign(stage_dir: Path) -> None:
+    "Refuse a non-empty stage folder no run of the stage made (no manifest, no marker): the runner clears only its own."
+    stage_dir = Path(stage_dir)
+    if stage_dir.is_dir() and not (stage_dir / MANIFEST).exists() and not (stage_dir / MARKER).exists() and any(stage_dir.iterdir()):
+        raise StageFailed(f"{portable(stage_dir)} holds {_listing(stage_dir)} that no run of stage '{stage_dir.name}' wrote "
+                          "(it has no manifest and no run marker); move them away or delete the folder, and run again")
+
 def prepare_folder(stage_dir: Path, key: str, reads: Reads, fresh: bool = False, log=print, inputs: dict | None = None) -> list[str]:
     "Ready a stage's folder for a run of `key`: resume a same-key run, else start clean, keeping what the stage keeps; returns the carried caches."
-    stage_dir = Path(stage_dir)
+    stage_dir = Path(stage_dir); run_dir = stage_dir.parent
     marker = read_marker(stage_dir)
     if marker and marker['key'] == key and not fresh: return marker['carried']
+    foreign(stage_dir)
     kept, carried = [], []
     if stage_dir.exists() and any(stage_dir.iterdir()):
         finished = (stage_dir / MANIFEST).exists()
+        if finished: trusted_carry(stage_dir, reads, fresh)
         # a finished run waits as the previous one until this run finishes; an unfinished one gives up what it carried
         src = previous_dir(stage_dir) if finished else stage_dir.with_name(f".{stage_dir.name}.unfinished")
-        if src.exists(): shutil.rmtree(src)
-        stage_dir.rename(src)
+        if src.exists(): log(f"[{stage_dir.name}] removing {src.name} ({_listing(src)})"); _remove(src, run_dir)
+        _move(stage_dir, src, run_dir)
         stage_dir.mkdir()
         kept = _move_matches(src, stage_dir, (*reads.labels, *reads.keep))
         if not fresh: carried = _move_matches(src, stage_dir, reads.reuse)
-        if not finished: shutil.rmtree(src)
+        if not finished: log(f"[{stage_dir.name}] removing what an unfinished run left ({_listing(src)})"); _remove(src, run_dir)
         log(f"[{stage_dir.name}] starting clean, with {len(kept)} file(s) a person wrote or the seal and {len(carried)} cache(s) it checks itself"
             + (f"; the finished run waits in {src.name} until this one finishes" if finished else ''))
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -394,33 +471,61 @@ def prepare_folder(stage_dir: Path, key: str, reads: Reads, fresh: bool = False,
                                                       'started': datetime.now(timezone.utc).isoformat(timespec='seconds')}))
     return carried
 
+# %% ../nbs/90_pipeline.ipynb #f002b
 def restore_folder(stage_dir: Path) -> None:
     "Put the previous finished run back in place of an unfinished one, with the files the unfinished run had taken from it."
     stage_dir, prev = Path(stage_dir), previous_dir(stage_dir)
     marker = read_marker(stage_dir) or {}
     if stage_dir.exists():
         _move_matches(stage_dir, prev, [*marker.get('kept', []), *marker.get('carried', [])])
-        shutil.rmtree(stage_dir)
-    prev.rename(stage_dir)
+        _remove(stage_dir, stage_dir.parent)
+    _move(prev, stage_dir, stage_dir.parent)
 
 def finish_folder(stage_dir: Path, carried: Sequence[str], log=print) -> list[str]:
-    "After a finished run: drop the carried caches it did not open and the previous folder; returns what was dropped."
+    "After a finished run: drop the carried caches it did not open and the previous folder, make it readable; returns what was dropped."
     stage_dir = Path(stage_dir)
     used_path = stage_dir / USED
     used = {json.loads(l) for l in used_path.read_text().splitlines() if l.strip()} if used_path.exists() else set()
     dropped = [c for c in carried if os.path.abspath(stage_dir / c) not in used]
-    for c in dropped:
-        p = stage_dir / c
-        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
-    if dropped: log(f"[{stage_dir.name}] dropped {len(dropped)} cache(s) of an earlier run this one did not use")
-    shutil.rmtree(previous_dir(stage_dir), ignore_errors=True)
+    for c in dropped: _remove(stage_dir / c, stage_dir.parent)
+    if dropped: log(f"[{stage_dir.name}] dropped {len(dropped)} cache(s) of an earlier run this one did not use: {', '.join(dropped[:4])}")
+    if (prev := previous_dir(stage_dir)).exists():
+        log(f"[{stage_dir.name}] removing the previous finished run ({_listing(prev)})"); _remove(prev, stage_dir.parent)
+    publishable(stage_dir)
     return dropped
+
+# %% ../nbs/90_pipeline.ipynb #v002
+def check_outputs(stage_dir: Path, cache: dict, reader: str | None = None) -> None:
+    "Stop, naming the file, when a finished stage's folder is not what its manifest recorded (each folder hashed once per run)."
+    m = read_manifest(stage_dir)
+    if m is None or cache.get(('verified', str(stage_dir))) == m.get('outputs_sha256'): return
+    if found := stage_problems(stage_dir, m, cache):
+        (path, what), name = found[0], Path(stage_dir).name
+        why = f"stage '{reader}' reads it" if reader else f"stage '{name}' would be skipped on it"
+        more = f" (and {len(found) - 1} more file(s))" if len(found) > 1 else ''
+        raise StageFailed(f"{portable(path)} {what}{more}; {why}: restore the file, or rerun {name} with --force {name}")
+    cache[('verified', str(stage_dir))] = m.get('outputs_sha256')
+
+def _affected(path: Path, stage_dir: Path, globs: Sequence[str]) -> bool:
+    "Whether `path` is, or lies in, something that matches one of `globs` in the stage folder."
+    hits = {p for g in globs for p in Path(stage_dir).glob(g)}
+    return any(path == h or h in path.parents for h in hits)
+
+def trusted_carry(stage_dir: Path, reads: Reads, fresh: bool) -> None:
+    "Refuse to carry into a rerun a cache or the seal that is not what the finished run's manifest recorded."
+    carried = ([SEAL_FILE] if SEAL_FILE in reads.keep else []) + ([] if fresh else list(reads.reuse))
+    for path, what in stage_problems(stage_dir):
+        if path.name == MANIFEST and not carried: continue
+        if path.name == MANIFEST or _affected(path, stage_dir, carried):
+            fix = ("restore it, or delete it to seal the rule again" if path.name == SEAL_FILE
+                   else f"restore it, or start {Path(stage_dir).name} clean with --force {Path(stage_dir).name}")
+            raise StageFailed(f"{portable(path)} {what}; a rerun would carry it over: {fix}")
 
 # %% ../nbs/90_pipeline.ipynb #s002
 RESTORE = 'its previous finished run had these inputs: it is put back'
 
 def _reasons(stage_dir: Path, inputs: dict, key: str, force: bool) -> list[str]:
-    "Why a stage with these inputs would run (empty: it would be skipped)."
+    "Why a stage with these inputs would run (empty: it would be skipped); a folder no run of it made is refused."
     old, marker = read_manifest(stage_dir), read_marker(stage_dir)
     out = ['forced'] if force else []
     if old and old.get('inputs_sha256') == key: return out
@@ -428,18 +533,20 @@ def _reasons(stage_dir: Path, inputs: dict, key: str, force: bool) -> list[str]:
     if marker and marker['key'] == key: return out + ['an interrupted run with the same inputs' + (' (forced: it starts clean)' if force else ' resumes')]
     if old: return out + key_changes(old.get('inputs'), inputs)
     if marker: return out + [f"an unfinished run of other inputs is replaced ({'; '.join(key_changes(marker.get('inputs'), inputs))})"]
-    if Path(stage_dir).exists() and any(p.name != MANIFEST for p in Path(stage_dir).iterdir()):
-        return out + ['no finished run is recorded; the files in its folder come from elsewhere, so it starts clean']
+    foreign(stage_dir)
     return out + ['new']
 
-def _unwatch(nb_out: Path, nb_in: Path) -> None:
-    "Take the watch out of the executed notebook and name the real input notebook in its metadata."
+def _tidy(nb_out: Path, nb_in: Path, root: Path) -> None:
+    "The executed notebook as a reader gets it: without the watch, naming files from the project root, not this machine's folders."
     import nbformat
     nb = nbformat.read(nb_out, as_version=4)
     for cell in nb.cells:
         if WATCH_MARK in cell.source: cell.source = cell.source[:cell.source.index(WATCH_MARK)].rstrip('\n')
-    nb.metadata.get('papermill', {})['input_path'] = str(nb_in)
-    nbformat.write(nb, nb_out)
+    nb.metadata.get('papermill', {}).update(input_path=portable(nb_in), output_path=portable(nb_out))
+    text = nbformat.writes(nb)
+    for form in sorted({os.path.abspath(root), os.path.realpath(root)}, key=len, reverse=True):   # printed paths, tracebacks
+        text = re.sub(re.escape(form) + r'(/|(?![\w.-]))', lambda m: '' if m.group(1) else '.', text)
+    atomic_write_text(nb_out, text)
 
 def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, spec: dict) -> Path:
     "papermill with the watch appended to the injected parameters cell; returns the executed notebook."
@@ -455,53 +562,74 @@ def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, 
     try: pm.execute_notebook(str(tmp), str(nb_out), cwd=str(profile.root), kernel_name='python3', progress_bar=False, log_output=False)
     finally:
         tmp.unlink(missing_ok=True)
-        if nb_out.exists(): _unwatch(nb_out, nb_in)
+        if nb_out.exists(): _tidy(nb_out, nb_in, Path(profile.root))
     return nb_out
 
-def _refusals(stage_dir: Path) -> list[str]:
-    path = Path(stage_dir) / REFUSALS
-    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+def _died_in(nb_out: Path) -> str:
+    "The cell a dead kernel was running, from the executed notebook: its number and first line."
+    import nbformat
+    try: code = [c for c in nbformat.read(nb_out, as_version=4).cells if c.cell_type == 'code']
+    except (OSError, ValueError): code = []
+    started = [(n, c) for n, c in enumerate(code, 1) if c.get('metadata', {}).get('papermill', {}).get('start_time')]
+    if not started: return 'a cell'
+    n, c = max(started, key=lambda nc: nc[1].metadata.papermill.start_time)
+    first = next((l for l in c.source.splitlines() if l.strip() and not l.startswith('#')), '')
+    # a kernel killed before it acknowledged the cell leaves no execution count; cells run in order, so the position is the count
+    return f"cell {c.execution_count or n} [{first[:60]}]"
 
 def _partial(profile: Profile, stage: Stage, arms: Sequence[str]) -> bool:
     "True when a stage that takes arms runs for some of its arms only."
     return bool(arms) and stage.takes_arms and set(arms) != {a.name for a in profile.rounds.arms}
 
+# %% ../nbs/90_pipeline.ipynb #s003
+def _refusals(stage_dir: Path) -> list[str]:
+    path = Path(stage_dir) / REFUSALS
+    return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
+
 def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequence[str] = (), stage_dir: Path | None = None,
               log=print, cache: dict | None = None) -> StageResult:
-    "Execute one stage notebook with papermill unless its manifest shows the same inputs."
+    "Execute one stage notebook with papermill unless its manifest shows the same inputs (and its folder is what the manifest recorded)."
     import papermill as pm
-    run_dir = profile.run_dir
-    stage_dir = Path(stage_dir or run_dir / stage.name)
+    from nbclient.exceptions import DeadKernelError
+    run_dir, cache = profile.run_dir, {} if cache is None else cache
+    stage_dir = confined(Path(stage_dir or run_dir / stage.name), run_dir)
     partial = _partial(profile, stage, arms)
     if partial and force: raise StageFailed(_FORCED_ARMS.format(stage=stage.name))
+    for up in upstream_stages(profile, stage, keyed=True): check_outputs(run_dir / up, cache, reader=stage.name)
     inputs = stage_inputs(profile, stage, run_dir, cache)
     key = sha256_json(inputs)
     reasons = _reasons(stage_dir, inputs, key, force)
     if not reasons:
-        log(f"[{stage.name}] unchanged, skipped ({stage_dir})")
+        check_outputs(stage_dir, cache)
+        log(f"[{stage.name}] unchanged, skipped ({portable(stage_dir)})")
         return StageResult(stage.name, 'skipped', 0.0, str(stage_dir))
     if reasons == [RESTORE]:
         restore_folder(stage_dir)
+        check_outputs(stage_dir, cache)
         log(f"[{stage.name}] {RESTORE}")
         return StageResult(stage.name, 'restored', 0.0, str(stage_dir), tuple(reasons))
     carried = prepare_folder(stage_dir, key, stage_reads(stage), fresh=force, log=log, inputs=inputs)
-    nb_out = stage_dir / f"{stage.notebook}.ipynb"
+    nb_out, shown = stage_dir / f"{stage.notebook}.ipynb", portable(stage_dir / f"{stage.notebook}.ipynb")
     only = f" (arms {', '.join(arms)} only)" if partial else ''
     log(f"[{stage.name}] running{only}: {'; '.join(reasons)}")
     os.environ.update(QUIET_ENV)      # the executed notebook is for reading: no progress bars or library chatter in it
-    parameters = {'profile_path': str(Path(profile.path).resolve()), 'stage_dir': str(stage_dir.resolve()),
-                  'run_dir': str(run_dir.resolve()), **stage.params, **({'arms': list(arms)} if partial else {})}
+    os.environ.update(compute_environment(profile.compute))   # the GPUs (or CPU processes) its training and generation may use
+    parameters = {'profile_path': portable(Path(profile.path).resolve()), 'stage_dir': portable(stage_dir.resolve()),
+                  'run_dir': portable(run_dir.resolve()), **stage.params, **({'arms': list(arms)} if partial else {})}
     (stage_dir / REFUSALS).unlink(missing_ok=True)
     started, t0 = datetime.now(timezone.utc), time.time()
     try:
         _execute(profile, stage, stage_dir, parameters, watch_spec(profile, stage, stage_dir, carried))
     except pm.PapermillExecutionError as e:
-        if refused := _refusals(stage_dir): raise StageFailed(f"{refused[0]}; see the executed notebook {nb_out}") from None
+        if refused := _refusals(stage_dir): raise StageFailed(f"{refused[0]}; see the executed notebook {shown}") from None
         first = next((l for l in (e.source or '').splitlines() if l.strip() and not l.startswith('#')), '')
         raise StageFailed(f"stage '{stage.name}' failed in cell {e.exec_count} [{first[:60]}] ({e.ename}: {e.evalue}); "
-                          f"see the executed notebook {nb_out}") from None
+                          f"see the executed notebook {shown}") from None
+    except DeadKernelError:
+        raise StageFailed(f"stage '{stage.name}': its kernel died in {_died_in(nb_out)}: the process was killed, most likely for lack of "
+                          f"memory (see `dmesg` or the job's memory limit); see the executed notebook {shown}") from None
     if refused := _refusals(stage_dir):
-        raise StageFailed(f"{refused[0]} (the stage caught the error and went on; {len(refused)} such read(s)); see {nb_out}")
+        raise StageFailed(f"{refused[0]} (the stage caught the error and went on; {len(refused)} such read(s)); see {shown}")
     seconds = round(time.time() - t0, 2)
     if partial:
         log(f"[{stage.name}] arms {', '.join(arms)} done in {seconds:.1f}s; the stage finishes when a run without --arm trains the rest")
@@ -509,23 +637,30 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     finish_folder(stage_dir, carried, log)
     if stage_reads(stage).labels:           # the labels as the finished run leaves them (it may have written the sheets)
         inputs = {**inputs, 'labels': label_identities(stage_dir, stage_reads(stage))}; key = sha256_json(inputs)
-    outputs = output_hashes(stage_dir, nb_out.name)
-    manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs,
-                'inputs_sha256': key, 'outputs': outputs, 'outputs_sha256': sha256_json(outputs),
-                'executed_notebook': nb_out.name, 'promotion_seal_sha256': seal_of(run_dir, stage),
-                'started': started.isoformat(timespec='seconds'), 'reasons': reasons,
-                'wall_seconds': seconds, 'versions': package_versions()}
-    atomic_write_text(stage_dir / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True))
+    manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs, 'inputs_sha256': key,
+                'outputs': output_hashes(stage_dir, nb_out.name), 'executed_notebook': nb_out.name,
+                'executed_notebook_sha256': sha256_file(nb_out), 'promotion_seal_sha256': seal_of(run_dir, stage),
+                'started': started.isoformat(timespec='seconds'), 'reasons': reasons, 'wall_seconds': seconds, 'versions': package_versions()}
+    atomic_write_text(stage_dir / MANIFEST, json.dumps(with_hashes(manifest), indent=1, sort_keys=True))
     for f in (MARKER, USED, REFUSALS): (stage_dir / f).unlink(missing_ok=True)
     log(f"[{stage.name}] done in {seconds:.1f}s")
     return StageResult(stage.name, 'ran', seconds, str(stage_dir), tuple(reasons))
 
+# %% ../nbs/90_pipeline.ipynb #s005
 def seal_of(run_dir: Path, stage: Stage) -> Optional[str]:
     "The sealed promotion rule's sha256 when this stage runs after a preregister stage (recorded so decide can check it)."
     for need in stage.needs:
         seal = run_dir / need / SEAL_FILE
         if seal.exists(): return json.loads(seal.read_text()).get('rule_sha256')
     return None
+
+def rerecord(stage_dir: Path, by: str) -> dict:
+    "Record a finished stage's files again after a tool outside the runner rebuilt them (`make docs` rebuilds the report's site)."
+    m = read_manifest(stage_dir)
+    rebuilt = [*m.get('rebuilt', []), {'by': by, 'at': datetime.now(timezone.utc).isoformat(timespec='seconds')}]
+    m = with_hashes({**m, 'outputs': output_hashes(stage_dir, m['executed_notebook']), 'rebuilt': rebuilt})
+    atomic_write_text(Path(stage_dir) / MANIFEST, json.dumps(m, indent=1, sort_keys=True))
+    return m
 
 _FORCED_ARMS = ("--force {stage} with --arm would start {stage} from a clean folder and drop the other arms' adapters; "
                 "force the whole stage (without --arm), or run --arm without --force to train the arms an unfinished stage lacks")
@@ -553,6 +688,7 @@ def _request(profile: Profile | str | Path, only: Sequence[str], force: Sequence
             if (not only or s.name in only) and ('all' in force or s.name in force) and _partial(profile, s, arms):
                 raise KeyError(f"{profile.path}: {_FORCED_ARMS.format(stage=s.name)}")
     for s in profile.stages: stage_reads(s)           # every stage's notebook is registered
+    check_params(profile)
     return profile
 
 def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = ()) -> list[StagePlan]:
@@ -570,34 +706,38 @@ def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequenc
         first = [u for u in order_stages(profile, stage) if u not in restored and read_manifest(profile.run_dir / u) is None]
         if absent := [u for u, v in inputs['upstream'].items() if v is None and u not in running] + [u for u in first if u not in running]:
             out.append(StagePlan(stage.name, 'blocked', (f"needs {', '.join(absent)}, which has not run",))); continue
+        for u in upstream_stages(profile, stage, keyed=True):
+            if u not in running and u not in restored: check_outputs(profile.run_dir / u, cache, reader=stage.name)   # a restored one was checked
         reasons = _reasons(profile.run_dir / stage.name, inputs, sha256_json(inputs), 'all' in force or stage.name in force)
         if reruns := [u for u in upstream_stages(profile, stage, keyed=True) if u in running]:
             reasons = [f"upstream {', '.join(reruns)} reruns", *(r for r in reasons if r != RESTORE)]
-        elif reasons == [RESTORE]:
+        elif reasons == [RESTORE]:                 # checked when put back: part of it waits in the unfinished folder
             restored[stage.name] = read_manifest(previous_dir(profile.run_dir / stage.name))
             out.append(StagePlan(stage.name, 'restore', tuple(reasons))); continue
         if reasons:
             running.add(stage.name)
             if _partial(profile, stage, arms):
                 unfinished.add(stage.name); reasons.append(f"arms {', '.join(arms)} only: the stage stays unfinished until a run without --arm")
+        if not reasons: check_outputs(profile.run_dir / stage.name, cache)
         out.append(StagePlan(stage.name, 'run' if reasons else 'skip', tuple(reasons) or ('unchanged',)))
     return out
 
 def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
         log=print) -> list[StageResult]:
-    "Run a profile's stages in order; returns what ran, what was skipped, and what waits for an unfinished stage."
+    "Run a profile's stages in order, holding the run folder's lock; returns what ran, what was skipped, and what waits for an unfinished stage."
     profile = _request(profile, only, force, arms)
     cache, results, unfinished = {}, [], set()
-    for stage in profile.stages:
-        if only and stage.name not in only: continue
-        if waits := [u for u in upstream_stages(profile, stage) if u in unfinished]:
-            unfinished.add(stage.name)
-            log(f"[{stage.name}] waits: {', '.join(waits)} ran for some arms only")
-            results.append(StageResult(stage.name, 'waiting', 0.0, str(profile.run_dir / stage.name))); continue
-        r = run_stage(profile, stage, force='all' in force or stage.name in force, arms=arms if stage.takes_arms else (),
-                      log=log, cache=cache)
-        if r.status == 'partial': unfinished.add(stage.name)
-        results.append(r)
+    with run_lock(profile.run_dir, log):
+        for stage in profile.stages:
+            if only and stage.name not in only: continue
+            if waits := [u for u in upstream_stages(profile, stage) if u in unfinished]:
+                unfinished.add(stage.name)
+                log(f"[{stage.name}] waits: {', '.join(waits)} ran for some arms only")
+                results.append(StageResult(stage.name, 'waiting', 0.0, str(profile.run_dir / stage.name))); continue
+            r = run_stage(profile, stage, force='all' in force or stage.name in force, arms=arms if stage.takes_arms else (),
+                          log=log, cache=cache)
+            if r.status == 'partial': unfinished.add(stage.name)
+            results.append(r)
     return results
 
 def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:

@@ -14,14 +14,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Mapping, Optional
 
-from .io import atomic_write_text, sha256_file, sha256_json, write_jsonl
-from .layout import MANIFEST
+from .io import atomic_write_text, portable, read_json, sha256_file, sha256_json, write_jsonl
+from .layout import manifest_near, recorded_sha256
 from .promotion import Override, PromotionRule, RuleError, kind_of, paired_numbers
 from .stats import load_outcomes, paired
 
 # %% auto #0
-__all__ = ['SEAL_VERSION', 'MANIFEST_TIME_KEYS', 'SealError', 'Seal', 'read_seal', 'seal', 'result_time', 'Decision', 'decide',
-           'write_outcomes', 'verdicts']
+__all__ = ['SEAL_VERSION', 'MANIFEST_TIME_KEYS', 'SealError', 'Seal', 'read_seal', 'seal', 'result_time', 'check_recorded',
+           'Decision', 'decide', 'write_outcomes', 'verdicts']
 
 # %% ../nbs/21_preregister.ipynb #c005
 class SealError(ValueError):
@@ -98,11 +98,18 @@ def seal(rule: PromotionRule,   # the validated rule
 MANIFEST_TIME_KEYS = ("started", "started_at", "created_at", "finished_at")
 
 
+def _fromisoformat(text: str) -> datetime:
+    "`datetime.fromisoformat` as Python 3.11 reads it, on 3.10 too: a `Z` suffix, any number of fraction digits."
+    text = re.sub(r"[zZ]$", "+00:00", text)
+    text = re.sub(r"(:\d{2})\.(\d+)", lambda m: f"{m[1]}.{(m[2] + '000000')[:6]}", text, count=1)
+    return datetime.fromisoformat(text)
+
+
 def _parse_time(v, where: str) -> int:
     "Latest instant (ns) an ISO 8601 time with a timezone can denote, given its printed precision."
     text = str(v)
     try:
-        t = datetime.fromisoformat(text)
+        t = _fromisoformat(text)
     except ValueError:
         raise SealError(f"{where}: not an ISO 8601 time: {v!r}") from None
     if t.tzinfo is None:
@@ -110,16 +117,10 @@ def _parse_time(v, where: str) -> int:
     hms = re.search(r"\d{2}:\d{2}(:\d{2}(?:\.(\d+))?)?", text)
     if hms is None:
         raise SealError(f"{where}: time {v!r} has no time of day")
-    resolution = 60 * 10 ** 9 if not hms.group(1) else 10 ** (9 - min(len(hms.group(2) or ""), 9))
-    whole = int(t.replace(microsecond=0).timestamp()) * 10 ** 9 + t.microsecond * 1000
+    fraction = hms.group(2) or ""  # as printed: datetime itself keeps microseconds only
+    resolution = 60 * 10 ** 9 if not hms.group(1) else 10 ** (9 - min(len(fraction), 9))
+    whole = int(t.replace(microsecond=0).timestamp()) * 10 ** 9 + int((fraction + "0" * 9)[:9])
     return whole + resolution - 1
-
-
-def _manifest_near(path: Path, levels: int = 3) -> Path | None:
-    for d in [path.parent, *path.parent.parents][: levels + 1]:
-        if (d / MANIFEST).exists():
-            return d / MANIFEST
-    return None
 
 
 def result_time(path) -> dict:
@@ -129,19 +130,29 @@ def result_time(path) -> dict:
         raise SealError(f"{path}: results file not found")
     times = {"mtime": path.stat().st_mtime_ns}
     seal_sha = None
-    man = _manifest_near(path)
+    man = manifest_near(path)
     if man is not None:
-        try:
-            m = json.loads(man.read_text())
-        except json.JSONDecodeError as e:
-            raise SealError(f"{man}: unreadable manifest ({e.msg})") from None
+        m = read_json(man, error=SealError)
         for k in MANIFEST_TIME_KEYS:
             if k in m and m[k] is not None:
                 times[f"manifest.{k}"] = _parse_time(m[k], f"{man}: {k}")
         seal_sha = m.get("promotion_seal_sha256")
     src = min(times, key=times.get)
-    return {"path": str(path), "sha256": sha256_file(path), "time_ns": times[src], "time": _iso(times[src]),
-            "source": src, "manifest": str(man) if man else None, "seal_sha256": seal_sha}
+    return {"path": portable(path), "sha256": sha256_file(path), "time_ns": times[src], "time": _iso(times[src]),
+            "source": src, "manifest": portable(man) if man else None, "seal_sha256": seal_sha}
+
+# %% ../nbs/21_preregister.ipynb #c013r
+def check_recorded(path, required: bool = False) -> None:
+    "Refuse a file whose bytes are not what its stage's manifest recorded (`required`: or that no manifest records)."
+    path, man = Path(path), manifest_near(path)
+    want = recorded_sha256(path, man, error=SealError) if man else None
+    if want is None:
+        if required: raise SealError(f"{portable(path)}: no stage manifest records this file ({portable(man) if man else 'none above it'}), "
+                                     "so it cannot be trusted as a stage's output")
+        return
+    if (got := sha256_file(path)) != want:
+        raise SealError(f"{portable(path)}: differs from what its stage's manifest {portable(man)} recorded (sha256 {got[:12]}, "
+                        f"recorded {want[:12]}): it was changed after the stage wrote it; a decision on it is refused")
 
 # %% ../nbs/21_preregister.ipynb #c016
 @dataclass(frozen=True)
@@ -227,8 +238,10 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
            incumbent_name: str = "incumbent",
            candidate_name: str = "candidate",
            post_hoc: bool = False,  # judge results that predate the seal too, the decision labelled post hoc with why
+           recorded: bool = False,  # every results file and the seal must be listed by its stage's manifest (the decide stage)
            ) -> Decision:
     "Apply a sealed promotion rule to results produced after sealing; refuse anything else, or (`post_hoc`) label it."
+    check_recorded(seal_path, recorded)
     s = read_seal(seal_path)
     if s.rule_sha256 != rule.sha256:
         raise SealError(f"{seal_path}: the promotion rule changed since it was sealed at {s.sealed_at} "
@@ -247,6 +260,7 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
     for inst in rule.instruments:
         for role, m in (("incumbent", incumbent), ("candidate", candidate)):
             path, ckpt = _source(m[inst])
+            check_recorded(path, recorded)
             rt = result_time(path)
             if rt["time_ns"] < s.sealed_at_ns:
                 unsealed(f"{path}: these results existed at {rt['time']} ({rt['source']}), before the rule "
@@ -264,7 +278,7 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
         verdicts.append({"kind": kind, "params": vars(c).copy(), "passed": bool(ok), "evidence": ev})
     return Decision(promote=all(v["passed"] for v in verdicts), incumbent=incumbent_name, candidate=candidate_name,
                     rule=rule.to_dict(), rule_sha256=rule.sha256,
-                    seal={"path": str(seal_path), "sealed_at": s.sealed_at, "rule_sha256": s.rule_sha256},
+                    seal={"path": portable(seal_path), "sealed_at": s.sealed_at, "rule_sha256": s.rule_sha256},
                     clauses=tuple(verdicts), comparisons=comparisons, results=tuple(results), post_hoc=tuple(late),
                     decided_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 

@@ -14,6 +14,7 @@ from . import pair_read as pr
 from .evals import SINGLE_TURN_SETS
 from .layout import (BLIND_KEY, BLIND_SHEET, EVAL_STAGES, READ_STAGES, SOUP_PREFIX, SOUP_TABLES, soups_dir, generations_dir, pair_read_files,
                               resolve_checkpoint, result_paths, soup_parent_adapter, soups_eval_dir)
+from .io import portable
 from .stats import load_outcomes
 
 # %% auto #0
@@ -62,7 +63,7 @@ def run_read(first: Sequence[Mapping],   # the first checkpoint's answer rows (`
         if person: raise ValueError(f"{out / BLIND_SHEET}: pairs {person[:5]} were labelled by a person; the scripted annotator will not overwrite them")
         rows = pr.scripted_annotate(rows)
         pr.write_sheet(out / BLIND_SHEET, rows)
-    base = {'first': names[0], 'second': names[1], 'sheet': str(out / BLIND_SHEET), 'key': str(out / BLIND_KEY), 'n': len(rows),
+    base = {'first': names[0], 'second': names[1], 'sheet': portable(out / BLIND_SHEET), 'key': portable(out / BLIND_KEY), 'n': len(rows),
             'candidates': len(cands), 'discordant_candidates': sum(c.discordant for c in cands),
             'annotator': settings.annotator, 'resumed': kept}
     labelled = sum(bool(r['label'].strip()) for r in rows)
@@ -138,7 +139,7 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
         if inst not in ev.INSTRUMENTS: raise KeyError(f"unknown instrument {inst!r}; known: {list(ev.INSTRUMENTS)}")
         outcomes, summary = ev.INSTRUMENTS[inst].run(profile, ck, Path(out_dir) / name)
         paths = ev.write_result(out_dir, name, inst, outcomes, summary, {'checkpoint': name, 'instrument': inst,
-                                'identity': ck.identity, 'adapter': str(adapter), 'n': len(outcomes)})
+                                'identity': ck.identity, 'adapter': portable(adapter), 'n': len(outcomes)})
         results[inst] = (load_outcomes(paths['outcomes'], name), summary)
     return results, ck
 

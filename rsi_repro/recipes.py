@@ -11,7 +11,7 @@ from typing import Optional
 
 from . import layout
 from .config import Profile
-from .corpora import binarize, chat_messages, check_disjoint, read_band, write_sft_mix
+from .corpora import binarize, chat_messages, check_disjoint, read_band, row_where, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, write_jsonl
 from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, GRID_STAGE, JUDGEMENT_FILE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
@@ -44,8 +44,7 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
         for c in cfg.corpora:
             band = c.bands[e]
             for row in read_band(c, band, profile.root):
-                where = f"corpus {c.name} ({c.source}) row {row['_row']}"
-                examples.append((f"{c.name}:{row['_row']}", chat_messages(row, where)))
+                examples.append((f"{c.name}:{row['_row']}", chat_messages(row, row_where(c, row))))
         mix = write_sft_mix(examples, tok, cfg.optim.seq_len, stage_dir / f"epoch{e}" / 'sft.npz')
         out = stage_dir / f"epoch{e}" / ADAPTER
         adapters.append(str(out))
@@ -85,7 +84,7 @@ def audit_prompts(profile: Profile) -> 'pd.DataFrame':
     check_disjoint((*c.bands, band), c.name)
     rows = []
     for row in read_band(c, band, profile.root):
-        p = binarize(row, f"corpus {c.name} ({c.source}) row {row['_row']}", seed=profile.dpo.optim.seed)
+        p = binarize(row, row_where(c, row), seed=profile.dpo.optim.seed)
         rows.append({'id': f"{c.name}-{row['_row']}", 'family': 'dpo_audit', 'prompt': p.prompt[-1]['content']})
     return pd.DataFrame(rows)
 
@@ -96,7 +95,7 @@ def write_preference_pairs(profile: Profile, path: str | Path) -> int:
     pairs = []
     for band in c.bands:
         for row in read_band(c, band, profile.root):
-            p = binarize(row, f"corpus {c.name} ({c.source}) row {row['_row']}", seed=profile.dpo.optim.seed)
+            p = binarize(row, row_where(c, row), seed=profile.dpo.optim.seed)
             pairs.append({'row': p.row, **p.as_trl()})
     write_jsonl(path, pairs)
     return len(pairs)
@@ -349,11 +348,13 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
     from rsi_repro.preregister import decide
     from rsi_repro.promotion import override_for
     rule = profile.section('promotion')             # read once, when the profile loaded
+    ours = seal_path is None and incumbent_outcomes is None and candidate_outcomes is None   # the run's own seal and eval outputs
     seal_path = seal_path or layout.seal_path(profile=profile)
     path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
     incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
     candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
-    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc)
+    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc,
+                      recorded=ours)         # the run's own: each file as its stage's manifest recorded it (given files: when one lists them)
     if (found := override_for(profile.overrides, incumbent, candidate)) is not None:
         decision = decision.with_override(found[1], f"{_label(profile)}: overrides[{found[0]}]")
     decision.write(Path(stage_dir) / DECISION_FILE)

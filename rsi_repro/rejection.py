@@ -14,7 +14,7 @@ from .config import Sampling, Serving
 from .constraints import check_all
 from .corpora import MixStats, write_sft_mix
 from .generate import Decode, ModelRef, generate
-from .io import atomic_write_text
+from .io import atomic_write_text, portable
 import pandas as pd
 from .stats import ALL
 
@@ -93,5 +93,5 @@ def rejection_round(pool: Sequence[dict], model: ModelRef, serving: Serving, sam
     stats = write_mix(pool, kept, tokenizer, seq_len, serving.system_prompt, out_dir / f"mix_x{draws}.npz", pool_name)
     rates = keep_rates(checked, kept)
     atomic_write_text(out_dir / f"keep_rates_x{draws}.csv", rates.to_csv())
-    atomic_write_text(out_dir / f"mix_x{draws}.json", json.dumps(asdict(stats), indent=1))
+    atomic_write_text(out_dir / f"mix_x{draws}.json", json.dumps({**asdict(stats), 'path': portable(stats.path)}, indent=1))
     return {'checked': checked, 'kept': kept, 'keep_rates': rates, 'mix': stats}

@@ -4,20 +4,21 @@
 
 # %% ../nbs/92_report.ipynb #c002
 from __future__ import annotations
-import ast, copy, html, json, os, re, shutil, sys
+import ast, contextlib, copy, html, json, os, re, shutil, sys
 from pathlib import Path
 
 import pandas as pd
 
-from .io import atomic_write_text
+from .io import atomic_write_text, publishable
 from .layout import DECIDE_STAGE, GRID_STAGE, MANIFEST, decision_path, grid_table_path, judgement_path, outcomes_path
-from .pipeline import read_manifest
+from .manifests import read_manifest
+from .pipeline import rerecord, run_lock
 
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'relativise', 'clean_notebook',
            'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table', 'copy_source',
            'grid_heatmap', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
-           'eval_reads_section', 'summary_page', 'publishable', 'build_site', 'docs', 'main']
+           'eval_reads_section', 'summary_page', 'build_site', 'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -456,12 +457,6 @@ def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination'
     return '\n'.join(parts)
 
 # %% ../nbs/92_report.ipynb #c017
-def publishable(out_dir: str | Path) -> None:
-    "Make the site readable by a web server running as another user: files 0644, folders 0755."
-    out_dir = Path(out_dir)
-    os.chmod(out_dir, 0o755)
-    for p in out_dir.rglob('*'): os.chmod(p, 0o755 if p.is_dir() else 0o644)
-
 def _stage_table(run_dir: Path, rows) -> str:
     body = [f"<h1>Stages of run <code>{html.escape(run_dir.name)}</code></h1>",
             "<p>Each stage is a notebook executed by papermill; its manifest records the sha256 of every input and output.</p>",
@@ -512,9 +507,16 @@ def docs(profile_path: str | Path, out_dir: str | Path | None = None, execute_li
     profile = load_profile(profile_path)
     if not profile.run_dir.exists(): raise FileNotFoundError(f"{profile.run_dir}: no run of {profile_path}; run `rsi-repro run {profile_path}` first")
     stages = [s.name for s in profile.stages if s.name != 'report']
-    return build_site(profile.run_dir, Path(out_dir) if out_dir else profile.run_dir / 'report' / 'site', stages=stages,
-                      docs_dir=profile.resolve('nbs'), profile=profile, execute_library=execute_library, timeout=timeout,
-                      library_glob=library_glob, log=print)
+    own = profile.run_dir / 'report'               # the report stage's own site: rebuilt under the run's lock, then recorded again
+    site = Path(out_dir) if out_dir else own / 'site'
+    ours = site.resolve() == (own / 'site').resolve()
+    if ours and read_manifest(own) is None:         # the runner would refuse a report folder it did not make
+        raise FileNotFoundError(f"{own}: the report stage has not run: `rsi-repro run {profile_path}` builds the site, or pass --out DIR")
+    with run_lock(profile.run_dir) if ours else contextlib.nullcontext():
+        index = build_site(profile.run_dir, site, stages=stages, docs_dir=profile.resolve('nbs'), profile=profile,
+                           execute_library=execute_library, timeout=timeout, library_glob=library_glob, log=print)
+        if ours: rerecord(own, by='python -m rsi_repro.report (make docs)')
+    return index
 
 def main(argv: list[str] | None = None) -> int:
     "`python -m rsi_repro.report PROFILE [--out DIR] [--no-execute] [--timeout S] [--library GLOB]`"

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .io import atomic_write_text, package_versions, sha256_file
+from .io import atomic_write_text, package_versions, portable, sha256_file
 from .layout import EVIDENCE
 
 # %% auto #0
 __all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors',
-           'SoupMethod', 'soup_method', 'check_parents', 'make_soups', 'write_soup_evidence', 'soup_report',
-           'layer_errors', 'degeneracy']
+           'SoupMethod', 'soup_method', 'pad_to_rank', 'check_parents', 'make_soups', 'write_soup_evidence',
+           'soup_report', 'layer_errors', 'degeneracy']
 
 # %% ../nbs/51_soups.ipynb #c005
 def lora_scaling(cfg: Mapping) -> float:
@@ -80,6 +80,23 @@ def soup_method(name: str) -> SoupMethod:
     if name not in SOUP_METHODS: raise KeyError(f"unknown soup method {name!r}; known: {', '.join(SOUP_METHODS)}")
     return SOUP_METHODS[name]
 
+# %% ../nbs/51_soups.ipynb #c009p
+def pad_to_rank(net, adapter: str, r: int) -> int:
+    """Zero-pad an adapter's factors to rank r in the layers whose SVD gave fewer components (a layer narrower than r,
+    as on a small base with the card's r=768): B·A is unchanged, and every layer's factors have the rank its config
+    states. Returns how many layers were padded."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+    padded = 0
+    for layer in net.modules():
+        if not isinstance(layer, LoraLayer) or adapter not in layer.lora_A: continue
+        a, b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
+        if (k := a.shape[0]) < r:
+            a.data = torch.cat([a.data, a.data.new_zeros(r - k, a.shape[1])])
+            b.data = torch.cat([b.data, b.data.new_zeros(b.shape[0], r - k)], dim=1)
+            padded += 1
+    return padded
+
 # %% ../nbs/51_soups.ipynb #c009
 def check_parents(parents: Mapping[str, str | Path]) -> dict:
     "The parents' common adapter settings, or an error naming the parent that differs."
@@ -108,7 +125,7 @@ def make_soups(base: str,                          # the base model folder or hu
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
     from rsi_repro.chat import write_chat_template
-    from rsi_repro.generate import check_adapter_base
+    from rsi_repro.generate import check_adapter_base, portable_base_name
     common = check_parents(parents)
     for p in parents.values(): check_adapter_base(p, base, revision)      # an adapter of another base is refused
     for m in methods: soup_method(m)
@@ -121,13 +138,15 @@ def make_soups(base: str,                          # the base model folder or hu
     with tempfile.TemporaryDirectory(dir=Path(out_dir).parent if Path(out_dir).parent.exists() else None) as tmp:
         for m in methods:
             sm = SOUP_METHODS[m]
-            kw = {'svd_rank': svd_rank or common['r']} if sm.truncates else {}
+            rank = svd_rank or common['r']
+            kw = {'svd_rank': rank, 'svd_full_matrices': False} if sm.truncates else {}
             net.add_weighted_adapter(slots, sm.weights(len(slots)), f"soup_{m}", combination_type=sm.combination_type, **kw)
+            if sm.truncates: pad_to_rank(net, f"soup_{m}", rank)
             net.save_pretrained(tmp, selected_adapters=[f"soup_{m}"])
             dst = Path(out_dir) / m
             if dst.exists(): shutil.rmtree(dst)
             shutil.copytree(Path(tmp) / f"soup_{m}", dst)
-            write_chat_template(dst)
+            write_chat_template(dst); portable_base_name(dst)
             out[m] = dst
     return out
 
@@ -146,9 +165,9 @@ def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, s
     shared = next(iter(datasets)) if len(datasets) == 1 else (None, None)
     sm = soup_method(method)
     ev = {'tag': f"soup-{method}", 'kind': 'soup', 'method': method, 'combination_type': sm.combination_type,
-          'weights': sm.weights(len(parents)), 'doc': sm.doc, 'base': base, 'base_revision': revision,
+          'weights': sm.weights(len(parents)), 'doc': sm.doc, 'base': portable(base), 'base_revision': revision,
           'base_identity': base_identity(base, revision), 'warm_start': None, 'warm_start_identity': None,
-          'parents': [{'name': n, 'path': str(p), 'identity': adapter_identity(p), 'seed': pev[n].get('seed'),
+          'parents': [{'name': n, 'path': portable(p), 'identity': adapter_identity(p), 'seed': pev[n].get('seed'),
                        'tag': pev[n].get('tag')} for n, p in parents.items()],
           'steps': 0, 'r': cfg['r'], 'alpha': cfg['lora_alpha'], 'dataset_path': shared[0], 'dataset_sha256': shared[1],
           'training_tokens': 0, 'supervised_tokens': 0, 'gpu_count': 0, 'gpu_hours': 0.0,

@@ -12,9 +12,10 @@ from .io import atomic_write_text, sha256_text, write_jsonl
 
 # %% auto #0
 __all__ = ['STDLIB_MODULES', 'BASE_TEMPLATES', 'BASE_REPEAT_WORDS', 'PLACEHOLDER_NAMES', 'DOC_FORMATS', 'SPECIAL_TOKENS',
-           'tiny_corpus', 'subject_sentences', 'render_response', 'format_document', 'instruction_rows',
-           'audit_base_corpus', 'train_tokenizer', 'tiny_config', 'pretrain', 'base_documents', 'build_tiny_base',
-           'tiny_base_path', 'documented_objects', 'build_sample_corpora']
+           'NEMOTRON_H_SMALL_LAYERS', 'tiny_corpus', 'subject_sentences', 'render_response', 'format_document',
+           'instruction_rows', 'audit_base_corpus', 'train_tokenizer', 'tiny_config', 'pretrain', 'base_documents',
+           'build_tiny_base', 'tiny_base_path', 'nemotron_h_small_config', 'build_nemotron_h_small',
+           'documented_objects', 'build_sample_corpora']
 
 # %% ../nbs/02_tiny.ipynb #c005
 STDLIB_MODULES = ('os', 're', 'json', 'collections', 'itertools', 'functools', 'pathlib', 'subprocess', 'argparse',
@@ -299,6 +300,42 @@ def tiny_base_path() -> Path:
     "The committed tiny base inside the project."
     from rsi_repro.config import project_root
     return project_root(Path(__file__).parent) / 'data' / 'tiny_base'
+
+# %% ../nbs/02_tiny.ipynb #c016d
+NEMOTRON_H_SMALL_LAYERS = ('mamba', 'moe', 'attention', 'moe', 'mamba', 'moe')   # M E * E M E: the published pattern's kinds
+
+def nemotron_h_small_config(vocab_size: int, pad_token_id: int, eos_token_id: int):
+    "Nemotron-H (Mamba-2, mixture of experts with a shared expert, attention) scaled down to about 4 M parameters."
+    from transformers import AutoConfig
+    return AutoConfig.for_model('nemotron_h', vocab_size=vocab_size, hidden_size=256, layers_block_type=list(NEMOTRON_H_SMALL_LAYERS),
+                                num_attention_heads=8, num_key_value_heads=2, head_dim=32, mamba_num_heads=8, mamba_head_dim=64,
+                                ssm_state_size=64, n_groups=2, conv_kernel=4, chunk_size=64, n_routed_experts=8, num_experts_per_tok=2,
+                                moe_intermediate_size=128, moe_shared_expert_intermediate_size=256, n_shared_experts=1,
+                                intermediate_size=256, max_position_embeddings=4096, pad_token_id=pad_token_id,
+                                eos_token_id=eos_token_id, bos_token_id=None, use_cache=True)
+
+def build_nemotron_h_small(out_dir: str | Path, steps: int = 400, seed: int = 0, batch: int = 16, device: str = 'cpu') -> dict:
+    "Build the small Nemotron-H base into `out_dir` (bf16): the tiny base's tokenizer and documents, brief pre-training."
+    import torch, transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(tiny_base_path())
+    docs, _ = base_documents(seed)
+    im_end, stream = tok.convert_tokens_to_ids('<|im_end|>'), []
+    for d in docs: stream += tok(d, add_special_tokens=False)['input_ids'] + [im_end, tok.eos_token_id]
+    model = AutoModelForCausalLM.from_config(nemotron_h_small_config(len(tok), tok.pad_token_id, tok.eos_token_id), dtype=torch.float32)
+    t0 = time.time()
+    log = pretrain(model, stream, steps=steps, batch=batch, seed=seed, log_every=50, device=device)
+    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    model.to(torch.bfloat16).save_pretrained(out); tok.save_pretrained(out)
+    info = {'architecture': 'nemotron_h', 'layers': list(NEMOTRON_H_SMALL_LAYERS), 'tokens': len(stream),
+            'corpus_sha256': sha256_text('\x00'.join(docs)), 'steps': steps, 'batch': batch, 'seq_len': 256, 'seed': seed,
+            'parameters': sum(p.numel() for p in model.parameters()), 'dtype': 'bfloat16', 'device': device,
+            'train_seconds': round(time.time() - t0, 1), 'loss_log': log, 'torch': torch.__version__,
+            'transformers': transformers.__version__, 'python': __import__('platform').python_version()}
+    atomic_write_text(out / 'build_info.json', json.dumps(info, indent=1))
+    return info
+
 
 # %% ../nbs/02_tiny.ipynb #c018
 _QUESTIONS = ("What does {q} do?", "Explain {q} briefly.", "In one or two sentences, what is {q} for?",

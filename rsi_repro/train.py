@@ -5,15 +5,17 @@
 # %% ../nbs/31_train.ipynb #c002
 from __future__ import annotations
 import json, math, os, platform, time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .chat import write_chat_template
+from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
 from .config import Lora, Optim
-from .generate import ModelRef, base_identity, check_adapter_base, load_tokenizer
-from .io import atomic_write_text, sha256_file
+from .generate import ModelRef, base_identity, check_adapter_base, load_tokenizer, portable_base_name, release_engines
+from .io import atomic_write_text, from_root, portable, sha256_file
 from .layout import EVIDENCE
+from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'lora_targets', 'lora_config',
@@ -21,7 +23,7 @@ __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS'
            'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
            'use_varlen_attention', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'step_timer',
            'heaviest_micro_batch', 'fit_split', 'resolve_split', 'train_and_record', 'train_sft', 'train_dpo',
-           'loss_log']
+           'loss_log', 'launch_training', 'rank_main']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -117,7 +119,8 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
     import torch
     steps = steps if steps is not None else optim.steps
     split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)
-    kw = dict(output_dir=str(out_dir), learning_rate=lr if lr is not None else optim.lr,
+    kw = dict(output_dir=os.path.relpath(out_dir),     # the trainer records it (training_args.bin, tensorboard): no machine's folders
+              learning_rate=lr if lr is not None else optim.lr,
               per_device_train_batch_size=split.micro_batch, gradient_accumulation_steps=split.grad_accum,
               warmup_steps=optim.warmup, lr_scheduler_type=optim.schedule, weight_decay=optim.weight_decay,
               max_grad_norm=optim.max_grad_norm, seed=seed if seed is not None else optim.seed,
@@ -148,12 +151,12 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
     from rsi_repro.generate import adapter_identity
     from rsi_repro.typed import to_dict
     gpus = gpu_count() and world_size
-    evidence = {'tag': tag, 'base': model.base, 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
-                'warm_start': str(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
+    evidence = {'tag': tag, 'base': portable(model.base), 'base_revision': model.revision, 'base_identity': base_identity(model.base, model.revision),
+                'warm_start': portable(warm_start) if warm_start else None, 'warm_start_identity': adapter_identity(warm_start), 'steps': steps, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha,
                 'dropout': lora.dropout, 'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'world_size': world_size,
                 'effective_batch': optim.micro_batch * optim.grad_accum * world_size, 'seq_len': optim.seq_len,
                 'warmup': optim.warmup, 'schedule': optim.schedule, 'min_lr_rate': optim.min_lr_rate, 'seed': seed,
-                'dataset_path': str(dataset_path), 'dataset_sha256': sha256_file(dataset_path),
+                'dataset_path': portable(dataset_path), 'dataset_sha256': sha256_file(dataset_path),
                 'training_tokens': training_tokens, 'supervised_tokens': supervised_tokens, 'wall_seconds': round(wall_seconds, 2),
                 'precision': 'bf16' if (optim.bf16 and gpus) else 'fp32',   # bf16 is asked for GPUs; a CPU run trains in fp32
                 'lora_settings': to_dict(lora), 'optim_settings': to_dict(optim),
@@ -175,8 +178,9 @@ def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: st
             and all(ev.get(k) == v for k, v in settings.items()))
 
 def read_evidence(adapter_dir: str | Path) -> dict:
-    "The evidence beside an adapter, checking that the dataset it names still hashes to what it records."
+    "The evidence beside an adapter, its paths resolved from the adapter's project root, checking that the dataset still hashes to what it records."
     ev = json.loads((Path(adapter_dir) / EVIDENCE).read_text())
+    ev.update({k: str(from_root(ev[k], adapter_dir)) for k in ('dataset_path', 'warm_start') if ev.get(k)})
     if Path(ev['dataset_path']).exists() and sha256_file(ev['dataset_path']) != ev['dataset_sha256']:
         raise ValueError(f"{adapter_dir}: {ev['dataset_path']} no longer hashes to the dataset_sha256 the adapter was trained on")
     return ev
@@ -468,6 +472,7 @@ def _save_adapter(trainer, out: Path, model: ModelRef):
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
         write_chat_template(out)
+        portable_base_name(out)
         atomic_write_text(out / 'log_history.json', json.dumps(trainer.state.log_history, indent=1))
 
 def _reduce(trainer, value: int) -> int:
@@ -487,11 +492,13 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     tokens, supervised, padded = (_reduce(trainer, v) for v in (counter.tokens, counter.supervised, counter.padded))
     if not trainer.accelerator.is_main_process: return {}
     split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)
+    ranks = trainer.accelerator.num_processes
     run = {'micro_batch': split.micro_batch, 'grad_accum': split.grad_accum, 'activation_checkpointing': split.activation_checkpointing,
+           'effective_batch': split.micro_batch * split.grad_accum * ranks,
            'padded_tokens': padded, 'step_seconds': [round(s, 4) for s in timer.seconds]}
     return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
                           lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
-                          supervised_tokens=supervised, wall_seconds=wall, world_size=trainer.accelerator.num_processes,
+                          supervised_tokens=supervised, wall_seconds=wall, world_size=ranks,
                           extra={**run, **(extra or {})})
 
 def _prepare_for_speed(net, optim: Optim, architecture: str) -> None:
@@ -507,8 +514,18 @@ def _prepare_for_speed(net, optim: Optim, architecture: str) -> None:
 
 def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, warm_start: str | None = None, steps: int | None = None, lr: float | None = None, seed: int | None = None,
-              report_to: Sequence[str] = ('tensorboard',), callbacks: Sequence = ()) -> dict:
+              report_to: Sequence[str] = ('tensorboard',), callbacks: Sequence = (),
+              split: Split | None = None,      # train with this split (a launched rank's share of the step), no fit
+              fit_to: str | None = None,       # only fit the split (micro_batch_fit) and write it to this file
+              ) -> dict:
     "LoRA SFT on a mix file; saves the adapter, its chat template and training_evidence.json into `out_dir`."
+    procs = processes()
+    if procs.elsewhere and not fit_to:
+        if callbacks: raise ValueError("trainer callbacks cannot travel to launched ranks: train in one process to use them")
+        args = dict(model=asdict(model), architecture=architecture, data_path=str(mix_path), lora=to_dict(lora), optim=to_dict(optim),
+                    out_dir=str(out_dir), tag=tag, warm_start=warm_start, steps=steps, lr=lr, seed=seed, report_to=list(report_to))
+        return launch_training('sft', args, optim, procs)
+    release_engines()                  # generation engines hold GPU memory a trainer needs
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
     from rsi_repro.corpora import read_sft_mix
@@ -532,7 +549,9 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
         if (optim.length_grouping or optim.padding_free) and not probe:   # the order the fit planned for
             trainer.step_sampler_seed, trainer.step_sampler_group = run_seed, optim.length_grouping
         return trainer
-    split, fit = resolve_split(make, net, data, lengths, optim, run_seed, steps if steps is not None else optim.steps)
+    fit = None
+    if split is None: split, fit = resolve_split(make, net, data, lengths, optim, run_seed, steps if steps is not None else optim.steps)
+    if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
     trainer = make(split, steps, data, out_dir)
     for cb in callbacks: trainer.add_callback(cb)
     return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
@@ -541,28 +560,77 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
 # %% ../nbs/31_train.ipynb #c018
 def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
               tag: str, beta: float, nll_weight: float, warm_start: str | None = None, lr: float | None = None,
-              steps: int | None = None, report_to: Sequence[str] = ('tensorboard',)) -> dict:
+              steps: int | None = None, report_to: Sequence[str] = ('tensorboard',),
+              split: Split | None = None,      # train with this split (a launched rank's share of the step)
+              ) -> dict:
     "LoRA DPO (sigmoid + weighted NLL on the chosen answer) on a JSONL of TRL-format pairs; saves adapter and evidence."
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
     from rsi_repro.io import read_jsonl
     if optim.micro_batch_fit or optim.padding_free:
         raise ValueError("micro_batch_fit and padding_free are implemented for SFT stages; set micro_batch and grad_accum for DPO")
+    procs = processes()
+    if procs.elsewhere:
+        args = dict(model=asdict(model), architecture=architecture, data_path=str(pairs_path), lora=to_dict(lora), optim=to_dict(optim),
+                    out_dir=str(out_dir), tag=tag, beta=beta, nll_weight=nll_weight, warm_start=warm_start, lr=lr, steps=steps,
+                    report_to=list(report_to))
+        return launch_training('dpo', args, optim, procs)
+    release_engines()
     pairs = read_jsonl(pairs_path)
     if not pairs: raise ValueError(f"{pairs_path}: no preference pairs")
     data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in pairs])
     tok = load_tokenizer(replace(model, adapter=None))
     net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)
     _prepare_for_speed(net, optim, architecture)
-    args = DPOConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps), beta=beta, loss_type=['sigmoid', 'sft'],
+    args = DPOConfig(**trainer_kwargs(optim, out_dir, report_to, lr, steps, split=split), beta=beta, loss_type=['sigmoid', 'sft'],
                      loss_weights=[1.0, nll_weight], max_length=optim.seq_len)
     trainer = trainer_class(DPOTrainer)(model=net, args=args, train_dataset=data, processing_class=tok)
     if optim.length_grouping: trainer.step_sampler_seed = optim.seed
     return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
-                            extra={'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft']})
+                            split=split, extra={'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft']})
 
 def loss_log(adapter_dir: str | Path) -> 'pd.DataFrame':
     "The trainer's per-step log (loss, learning rate, rewards…) as a table."
     import pandas as pd
     rows = json.loads((Path(adapter_dir) / 'log_history.json').read_text())
     return pd.DataFrame([r for r in rows if 'loss' in r])
+
+# %% ../nbs/31_train.ipynb #c018m
+def launch_training(kind: str,          # 'sft' or 'dpo': what every rank runs
+                    args: dict,         # the training function's arguments, as plain data
+                    optim: Optim,       # the profile's settings: the step the ranks share
+                    procs: Processes,   # how many ranks, on which GPUs
+                    ) -> dict:
+    "Train in `procs.count` ranks started for it; returns the evidence rank 0 wrote beside the adapter."
+    out, what = Path(args['out_dir']), f"training {args['tag']}"
+    mb, ga = rank_split(optim.micro_batch, optim.grad_accum, procs.count)   # refuses a step that does not split evenly
+    fit = None
+    if optim.micro_batch_fit and procs.gpus:   # the fit measures one GPU: fit a rank's share there, then start every rank
+        fitted = out.parent / f".{out.name}.fit.json"
+        share = replace(optim, micro_batch=mb * ga, grad_accum=1)
+        run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'optim': to_dict(share), 'fit_to': str(fitted)},
+                     Processes(1, procs.gpus[:1], 1), what=f"fitting the split of {args['tag']} on one GPU")
+        found = json.loads(fitted.read_text()); fitted.unlink()
+        split, fit = Split(**found['split']), found['fit']
+    else:
+        split = Split(mb, ga, optim.activation_checkpointing is True)
+    run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'split': asdict(split), 'fit': fit}, procs, optim.parallel,
+                 optim.bf16, what=what, log_to=out.parent / f"{out.name}.launch.log")
+    evidence = out / EVIDENCE
+    if not evidence.exists(): raise LaunchFailed(f"{what}: the ranks finished without writing {evidence}")
+    ev = json.loads(evidence.read_text())
+    if ev.get('world_size') != procs.count:
+        raise LaunchFailed(f"{what}: {evidence} records world size {ev.get('world_size')}, but {procs.count} ranks were started")
+    return ev
+
+def rank_main(args: dict) -> None:
+    "What every launched rank runs: `train_sft` or `train_dpo` on its share of each step, as `launch_training` wrote it."
+    args = dict(args)
+    kind, fit, out_dir = args.pop('kind'), args.pop('fit', None), args.pop('out_dir')
+    model, lora, optim = ModelRef(**args.pop('model')), from_dict(Lora, args.pop('lora')), from_dict(Optim, args.pop('optim'))
+    if args.get('split'): args['split'] = Split(**args['split'])
+    train = train_sft if kind == 'sft' else train_dpo
+    ev = train(model, args.pop('architecture'), args.pop('data_path'), lora, optim, out_dir, **args)
+    if ev and fit:      # rank 0, after a fit on one GPU: the evidence says how the split was found
+        atomic_write_text(Path(out_dir) / EVIDENCE, json.dumps({**ev, 'fit': fit}, indent=1))
+

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .config import Profile
 from .typed import to_dict
-from .corpora import binarize, chat_messages, read_band, read_sft_mix
+from .corpora import binarize, chat_messages, read_band, read_sft_mix, row_where
 from .io import sha256_file
 from .layout import repair_mix_path, round_mix_path, stage_dirs_of
 
@@ -62,7 +62,7 @@ def _texts(c: TrainingCorpus, profile: Profile) -> Iterator[tuple[object, str]]:
                   if x.name == c.name)
     for band in corpus.bands:
         for row in read_band(corpus, band, profile.root):
-            where = f"corpus {corpus.name} ({corpus.source}) row {row['_row']}"    # the name the DPO stage binarises by
+            where = row_where(corpus, row)    # the name the DPO stage binarises by
             if c.kind == 'sft': parts = [m['content'] for m in chat_messages(row, where)]
             else:
                 p = binarize(row, where, seed=c.spec['seed'])

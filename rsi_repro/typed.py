@@ -4,12 +4,12 @@
 
 # %% ../nbs/00b_typed.ipynb #c002
 from __future__ import annotations
-import dataclasses, types
+import dataclasses, re, types
 from dataclasses import fields, is_dataclass
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 # %% auto #0
-__all__ = ['ProfileError', 'one_of', 'positive', 'from_dict', 'to_dict']
+__all__ = ['NAME', 'ProfileError', 'one_of', 'a_name', 'positive', 'from_dict', 'to_dict']
 
 # %% ../nbs/00b_typed.ipynb #c005
 class ProfileError(ValueError):
@@ -21,6 +21,14 @@ class ProfileError(ValueError):
 def one_of(where: str, key: str, value, allowed) -> None:
     "Refuse a `value` outside `allowed`, naming the key."
     if value not in allowed: raise ProfileError(where, key, f"{value!r} is not one of {', '.join(map(str, allowed))}")
+
+NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]*')   # one folder or file name: no separator, no leading dot
+
+def a_name(where: str, key: str, value) -> None:
+    "Refuse a name (of a run, stage, arm, pool, checkpoint) that is not one plain folder name: a separator, `..` or a leading dot."
+    if not isinstance(value, str) or not NAME.fullmatch(value) or '..' in value:
+        raise ProfileError(where, key, f"{value!r} is not a plain name (letters, digits, '_', '-' and '.', not starting "
+                           "with '.', no '..'): it names a folder inside the run folder")
 
 def positive(where: str, key: str, value, allow_zero: bool = False) -> None:
     "Refuse a negative (or zero) number, naming the key; None passes."

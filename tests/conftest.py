@@ -1,4 +1,4 @@
-import os, sys
+import os, shutil, sys
 from pathlib import Path
 import pytest
 
@@ -40,3 +40,70 @@ if kill_at:
         return real(self, *a, **k)
     HFBackend.generate = dying
 """
+
+
+# A smaller run derived from the tiny profile (`extends`), run once per session (about two minutes on two cores):
+# tests/test_pipeline.py reads and reruns it, tests/test_run_trust.py works on copies of it.
+SMALL_RUN = 'ci-e2e'
+SMALL = f"""
+extends: ../../configs/tiny.yaml
+run: {SMALL_RUN}
+serving: {{max_new_tokens: 24}}
+sft:
+  corpora:
+    - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 48}}, {{start: 48, stop: 96}}]}}
+    - {{name: smoltalk, source: data/corpora/smoltalk_sample.jsonl, bands: [{{start: 0, stop: 48}}, {{start: 48, stop: 96}}]}}
+dpo:
+  corpus: {{name: ultrafeedback, source: data/corpora/ultrafeedback_sample.jsonl, bands: [{{start: 0, stop: 48}}]}}
+  grid: [{{name: b010, beta: 0.1, lr: 5.0e-4}}]
+  audit: {{start: 1400, stop: 1408}}
+  max_tool_leak_rate: 1.0
+repair:
+  sampling: {{k: 2, temperature: 0.7, top_p: 0.9, seed: 5, max_new_tokens: 24, cap_per_prompt: 2}}
+  optim: {{lr: 1.0e-3, micro_batch: 4, grad_accum: 1, seq_len: 256, seed: 11, steps: 2}}
+rounds:
+  sampling: {{k: 2, temperature: 0.7, top_p: 0.9, seed: 6, max_new_tokens: 24, cap_per_prompt: 2}}
+  optim: {{lr: 1.0e-3, micro_batch: 4, grad_accum: 1, seq_len: 256, seed: 203, steps: 2}}
+  arms:
+    - {{name: v6141, pool: r6, warm_start: repair, mix: single, steps: 2, seed: 203}}
+    - {{name: v741, pool: r6, warm_start: parent, mix: double, steps: 2, seed: 741}}
+pools: {{seed: 6, h6_size: 26, probe2_size: 13, rounds: {{r5: 32, r6: 32}}}}
+evals:
+  checkpoints: [base, repair, v6141]
+  instruments: [h6, probe2, math, open_chat, wide_chat, termination]
+  math: {{sources: [{{source: data/prompts/math.jsonl, kind: prompt_set, take: 4}}]}}
+  open_chat: {{n: 8}}
+  wide_chat: {{n: 12}}
+  termination: {{sets: [open_chat]}}
+stages:
+  - {{name: serve, notebook: serve}}
+  - {{name: pools, notebook: pools}}
+  - {{name: sft, notebook: sft}}
+  - {{name: dpo, notebook: dpo, needs: [sft]}}
+  - {{name: repair, notebook: repair, needs: [pools, dpo]}}
+  - {{name: rounds, notebook: rounds, needs: [pools, repair], takes_arms: true}}
+  - {{name: preregister, notebook: preregister}}
+  - {{name: eval, notebook: eval, needs: [preregister, pools, repair, rounds]}}
+  - {{name: eval_arms, notebook: eval, needs: [preregister, pools, rounds], params: {{checkpoints: [v741], instruments: [h6]}}}}
+  - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
+  - {{name: decide, notebook: decide, needs: [preregister, eval, grid]}}
+  - {{name: pair_read, notebook: pair_read, needs: [eval]}}
+  - {{name: soups, notebook: soups, needs: [repair]}}
+  - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
+"""
+
+
+@pytest.fixture(scope='session')
+def small_profile():
+    d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
+    p = d / f'{SMALL_RUN}.yaml'; p.write_text(SMALL)
+    shutil.rmtree(ROOT / 'outputs' / SMALL_RUN, ignore_errors=True)
+    yield p
+    shutil.rmtree(ROOT / 'outputs' / SMALL_RUN, ignore_errors=True); p.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope='session')
+def finished_run(small_profile):
+    "The small run, every stage executed (the list of stage results)."
+    from rsi_repro.pipeline import run
+    return run(small_profile, log=lambda *a: None)

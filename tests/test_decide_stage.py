@@ -19,6 +19,7 @@ RULE = {"description": "positive H6 delta, no collapsed family, probe2 at or abo
 def _profile(tmp_path, rule) -> Path:
     data = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
     data.update(stages=[], prompts={}, promotion=rule)
+    for k in ("sft", "dpo", "evals"): data.pop(k)   # they name the project's data files, which a profile outside it cannot reach
     (tmp_path / "tiny_base").mkdir(exist_ok=True)   # these stages read only the rule; the base is never loaded
     data["base"]["name_or_path"] = str(tmp_path / "tiny_base")
     p = tmp_path / "profile.yaml"

@@ -69,7 +69,8 @@ def test_outcomes_have_one_row_per_prompt_and_the_contract_columns(run):
 def test_a_rerun_reads_back_without_loading_the_model(run, monkeypatch):
     profile, out, results = run
     def refuse(*a, **k): raise AssertionError('the model was loaded on a rerun')
-    monkeypatch.setitem(ev.BACKENDS, 'hf', refuse)
+    from rsi_repro.generate import BACKENDS          # the registry every engine is built from (make_backend)
+    monkeypatch.setitem(BACKENDS, 'hf', refuse)
     written = lambda p: p.is_file() and p.name != 'plan.json'             # generate() rewrites its plan on every call
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob('*') if written(p)}
     assert len([p for p in stamps if p.name.startswith('shard-')]) >= len(SIZES) - 1

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_power_is_printed_before_any_result_is_read(tmp_path):
     data = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
     data.update(stages=[], prompts={})
+    for k in ("sft", "dpo", "evals"): data.pop(k)       # they name the project's data files, which a profile outside it cannot reach
     (tmp_path / "tiny_base").mkdir()                      # the stage never loads the base
     data["base"]["name_or_path"] = str(tmp_path / "tiny_base")
     profile = tmp_path / "profile.yaml"

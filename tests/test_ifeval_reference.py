@@ -36,3 +36,27 @@ def test_same_verdicts_as_reference_on_free_text(text):
         row = {"key": 0, "prompt": "p", "instruction_id_list": [iid], "kwargs": [FIXED_KWARGS.get(iid, {})], "response": text}
         ours, theirs = score(row["instruction_id_list"], row["kwargs"], text), ref(row)
         assert (ours.strict, ours.loose) == (theirs.strict, theirs.loose), (iid, text)
+
+def test_ifeval_check_agrees_with_the_reference_through_the_fast_path(tmp_path, monkeypatch):
+    "`rsi-repro ifeval-check` on generated responses for every id gives the reference's verdicts on this Python, with the"
+    "vectorised langdetect path (its self-check passes; langdetect's own per-text detector is never asked)."
+    import contextlib, io, json
+    from rsi_repro import langdetect_exact as lx
+    from rsi_repro.cli import main
+    lx.exact_path.cache_clear()
+    def refuse(*a, **k): raise AssertionError("fell back to langdetect itself")
+    monkeypatch.setattr(lx, "langdetect_one", refuse)
+    rows = [r for iid in sorted(INSTRUCTIONS) for r in sample_cases(iid, 40, seed=5)]
+    for i, r in enumerate(rows): r["key"] = i
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["ifeval-check", str(src), "-o", str(out)]) == 0
+    assert lx.exact_path(0)
+    verdicts = [json.loads(l) for l in out.read_text().splitlines()]
+    assert len(verdicts) == len(rows)
+    for r, v in zip(rows, verdicts):
+        theirs = ref(r)
+        assert (tuple(v["follow_instruction_list_strict"]), tuple(v["follow_instruction_list_loose"])) == (theirs.strict, theirs.loose), r
+    language_ids = {"language:response_language", "change_case:english_capital", "change_case:english_lowercase"}
+    assert language_ids <= {i for r in rows for i in r["instruction_id_list"]}  # the ids that ask langdetect are covered

@@ -50,3 +50,34 @@ def test_self_check_catches_a_different_computation(monkeypatch):
     monkeypatch.setattr(lx, "_gauss_pair", lambda words, p: tuple(z * (1 + 1e-15) for z in gauss(words, p)))
     with pytest.raises(lx.LangdetectMismatch, match="differs from langdetect"):
         lx.self_check.__wrapped__(0)
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300), min_size=1, max_size=60))
+def test_python_sum_is_this_interpreters_sum(values):
+    import numpy as np
+    from rsi_repro.langdetect_exact import python_sum
+    assert python_sum(np.array(values)) == sum(values)
+    assert python_sum(np.array([values, values[::-1]])).tolist() == [sum(values), sum(values[::-1])]
+
+def test_compensated_sum_probe_matches_the_interpreter():
+    import sys
+    from rsi_repro.langdetect_exact import COMPENSATED_SUM
+    assert COMPENSATED_SUM == (sys.version_info >= (3, 12))  # CPython 3.12 made float `sum` compensated
+
+def test_fast_path_holds_here_and_a_mismatch_falls_back_to_langdetect_with_one_warning(monkeypatch):
+    import warnings
+    from rsi_repro import langdetect_exact as lx
+    assert lx.exact_path(0)  # on every Python CI tests, the vectorised path is exact
+    texts = ["The cat sleeps on the chair.", "Le chat dort sur la chaise.", "Der Hund schläft im Garten.", "ok", "123 !!",
+             "Собака спит в саду.", "猫は椅子の上で寝ています。", "El perro corre en el parque.", "I LOVE NYC", "river stone"]
+    gauss = lx._gauss_pair
+    monkeypatch.setattr(lx, "_gauss_pair", lambda words, p: tuple(z * (1 + 1e-15) for z in gauss(words, p)))
+    lx.self_check.cache_clear(); lx.exact_path.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert detect_many(texts) == [reference(t)[0] for t in texts]
+            assert detect_many(texts[:2]) == [reference(t)[0] for t in texts[:2]]
+        assert len(caught) == 1 and "langdetect itself" in str(caught[0].message), [str(w.message) for w in caught]
+    finally:
+        monkeypatch.undo(); lx.self_check.cache_clear(); lx.exact_path.cache_clear()

@@ -11,6 +11,7 @@ import pytest
 from rsi_repro import pipeline as pl
 from rsi_repro.config import load_profile
 from rsi_repro.io import sha256_json
+from rsi_repro.manifests import with_hashes
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ROOT / 'outputs' / '_test_profiles'
@@ -42,9 +43,10 @@ def finished():
     for s in prof.stages:
         inputs = pl.stage_inputs(prof, s)
         (prof.run_dir / s.name).mkdir(parents=True)
-        outputs = {f'{s.name}.json': sha256_json(s.name)}
-        (prof.run_dir / s.name / pl.MANIFEST).write_text(json.dumps(
-            {'stage': s.name, 'inputs': inputs, 'inputs_sha256': sha256_json(inputs), 'outputs': outputs, 'outputs_sha256': sha256_json(outputs)}))
+        (prof.run_dir / s.name / f'{s.name}.json').write_text(json.dumps(s.name))
+        outputs = pl.output_hashes(prof.run_dir / s.name, '')
+        (prof.run_dir / s.name / pl.MANIFEST).write_text(json.dumps(with_hashes(
+            {'stage': s.name, 'inputs': inputs, 'inputs_sha256': sha256_json(inputs), 'outputs': outputs})))
     yield path
     shutil.rmtree(prof.run_dir, ignore_errors=True); path.unlink(missing_ok=True)
 

@@ -1,4 +1,5 @@
-"""Pack vLLM 0.26.0 and the wheels the GPU machine lacks into pieces that fit one device call each (CPU side).
+"""Pack vLLM 0.26.0 and the wheels the GPU machine lacks (with --also, the pipeline's too) into pieces that fit one device
+call each (CPU side).
 
     python benchmarks/device/prepare_vllm.py --tier core      # vllm + the wheels `from vllm import LLM` is expected to need
     python benchmarks/device/prepare_vllm.py --tier full      # every wheel of the list (optional kernel packages too)
@@ -88,6 +89,7 @@ def main():
     ap.add_argument('--piece-mib', type=float, help='piece size; default: 64 MiB less the working tree less --margin-mib')
     ap.add_argument('--margin-mib', type=float, default=4.0)
     ap.add_argument('--no-download', action='store_true', help='use what --wheels already holds')
+    ap.add_argument('--also', help="a folder of more wheels to pack with vLLM's (pipeline_wheels.py's: the pipeline's own needs)")
     a = ap.parse_args()
     out, wheels = Path(a.out), Path(a.wheels)
     excl = ROOT / '.git/info/exclude'
@@ -117,6 +119,11 @@ def main():
     if tc: chosen.append(tc[-1][1])
     else: missing.append('torchcodec>=0.14')
     if missing: sys.exit(f"not downloaded: {missing}")
+    if a.also:
+        extra = sorted(Path(a.also).glob('*.whl'))
+        clash = sorted({norm(p.name.split('-')[0]) for p in extra} & {norm(p.name.split('-')[0]) for p in chosen})
+        if clash: sys.exit(f"--also holds packages vLLM's list already ships (one version of each, or pip stops): {clash}")
+        chosen += extra
     (out / 'parts').mkdir(parents=True, exist_ok=True)
     for old in (out / 'parts').glob('*'): old.unlink()
     tree = tree_bytes()
@@ -127,7 +134,8 @@ def main():
     with tarfile.open(fileobj=w, mode='w|', format=tarfile.PAX_FORMAT) as tar:
         for p in sorted(chosen): tar.add(p, arcname=p.name)
     w.close()
-    manifest = {'what': 'vLLM 0.26.0 and the wheels the GPU machine lacks, for CPython 3.12 manylinux x86_64',
+    manifest = {'what': 'vLLM 0.26.0 and the wheels the GPU machine lacks' + (' (with the pipeline\'s, from --also)' if a.also else '')
+                        + ', for CPython 3.12 manylinux x86_64',
                 'tier': a.tier, 'list': Path(a.list).name, 'skipped_packages': skipped, 'extra': EXTRA,
                 'install': 'python3 benchmarks/device/install_vllm.py install',
                 'wheels': [{'file': p.name, 'bytes': p.stat().st_size, 'sha256': sha256(p)} for p in sorted(chosen)],

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 import pandas as pd
-from ..io import iter_jsonl, package_data
+from ..io import iter_jsonl, package_data, portable
 
 # %% auto #0
 __all__ = ['OPEN_CHAT_FAMILIES', 'SAFETY_FAMILIES', 'MULTI_TURN_LENGTH', 'PROMPT_SETS', 'PromptSetError', 'PromptSetSpec',
@@ -110,7 +110,7 @@ def _validate_rows(rows: Iterable[tuple[str, Any]], spec: PromptSetSpec, source:
         out.append({f: row.get(f) for f in (*spec.required, *spec.optional)})
     if not out: raise PromptSetError(f"{source}: prompt set is empty")
     df = pd.DataFrame(out)
-    df.attrs.update(kind=spec.kind, source=source)
+    df.attrs.update(kind=spec.kind, source=portable(source))     # it names the rows' origin in outputs (math's source_row)
     return df
 
 def load_prompt_set(path: str | Path | None = None,  # JSONL file; None = the shipped set of `kind`

@@ -1,0 +1,132 @@
+"""The study's pipeline on GPUs, stage by stage: wall time, peak GPU memory, GPUs used, backend, versions.
+
+    python benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out RESULT.json        # from a clean folder, then a rerun
+    python benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-after 25 --out RESULT.json
+
+`run` deletes the profile's run folder, runs every stage with `rsi_repro.pipeline.run` while a thread samples every
+GPU's used memory through NVML (every 0.2 s), then runs the profile again (every stage must be skipped), and writes
+per stage: wall seconds, the peak memory used on each GPU while it ran (all processes: the stage's kernel, its
+training ranks and generation engines), the GPUs the stage saw, and the backend; with the versions and the machine.
+
+`resume` reruns one finished stage from a clean folder (`--force`) in a child process, kills that process group
+after `--kill-after` seconds (mid-generation), runs the profile again (the stage resumes from its shards), and
+compares the resumed stage's per-prompt outcome files and generated rows with the finished run's: shards written
+before the kill must be byte-identical afterwards (nothing lost, nothing generated twice), and every row must equal the
+uninterrupted run's. Both write the JSON to --out (merged into it when it exists).
+"""
+import argparse, json, os, platform, shutil, signal, subprocess, sys, threading, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+class GpuMemory:
+    "Peak used memory per GPU between marks, sampled by NVML in a thread (every process on the GPU counts)."
+    def __init__(self, every: float = 0.2):
+        import pynvml
+        pynvml.nvmlInit()
+        self.nvml, self.every = pynvml, every
+        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        self.peak = [0] * len(self.handles)
+        self.stop = threading.Event()
+        threading.Thread(target=self._loop, daemon=True).start()
+    def _loop(self):
+        while not self.stop.is_set():
+            for i, h in enumerate(self.handles): self.peak[i] = max(self.peak[i], self.nvml.nvmlDeviceGetMemoryInfo(h).used)
+            time.sleep(self.every)
+    def take(self) -> list[float]:
+        "Peak GiB per GPU since the last take."
+        out = [round(p / 2**30, 2) for p in self.peak]
+        self.peak = [0] * len(self.handles)
+        return out
+
+
+def versions() -> dict:
+    from rsi_repro.io import package_versions
+    import torch
+    out = {**package_versions(), 'torch': torch.__version__, 'cuda': torch.version.cuda, 'python': platform.python_version()}
+    try:
+        import vllm; out['vllm'] = vllm.__version__
+    except ImportError: out['vllm'] = None
+    out['gpus'] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return out
+
+
+def timed_run(profile, mem, **kw):
+    "Run the profile, noting each stage's peak GPU memory as its log line says it is done."
+    from rsi_repro.pipeline import run
+    peaks, t0 = {}, time.time()
+    def log(line):
+        print(line, flush=True)
+        if line.startswith('[') and ('] done in' in line or '] unchanged' in line):
+            peaks[line[1:line.index(']')]] = mem.take()
+    results = run(profile, log=log, **kw)
+    return results, peaks, round(time.time() - t0, 1)
+
+
+def merge_out(path: Path, key: str, value) -> None:
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[key] = value
+    path.write_text(json.dumps(data, indent=1) + '\n')
+
+
+def cmd_run(a):
+    from rsi_repro.compute import processes
+    from rsi_repro.config import load_profile
+    profile = load_profile(a.profile)
+    shutil.rmtree(profile.run_dir, ignore_errors=True)
+    mem = GpuMemory(); mem.take()
+    first, peaks, total = timed_run(a.profile, mem)
+    procs = processes(profile.compute)
+    stages = [{'stage': r.stage, 'status': r.status, 'seconds': r.seconds, 'peak_gib_per_gpu': peaks.get(r.stage),
+               'gpus': list(procs.gpus), 'backend': profile.serving.backend} for r in first]
+    again, _, total_again = timed_run(a.profile, mem)
+    result = {'profile': a.profile, 'run_dir': str(profile.run_dir.relative_to(ROOT)), 'stages': stages,
+              'stage_seconds': round(sum(r.seconds for r in first), 1), 'wall_seconds': total,
+              'rerun': {'statuses': sorted({r.status for r in again}), 'wall_seconds': total_again},
+              'versions': versions(), 'date': time.strftime('%Y-%m-%d')}
+    merge_out(Path(a.out), 'run', result)
+    print(json.dumps({k: v for k, v in result.items() if k != 'stages'}, indent=1))
+    for s in stages: print(f"{s['stage']:<12} {s['status']:<8} {s['seconds']:>8.1f} s  peak {s['peak_gib_per_gpu']} GiB")
+    if set(result['rerun']['statuses']) != {'skipped'}: sys.exit(f"the rerun did not skip every stage: {result['rerun']['statuses']}")
+
+
+def rows_of(stage_dir: Path) -> dict:
+    from rsi_repro.io import read_jsonl
+    return {str(p.relative_to(stage_dir)): read_jsonl(p) for p in sorted(stage_dir.rglob('*.jsonl'))
+            if 'shard-' in p.name or p.name.endswith('outcomes.jsonl')}
+
+
+def cmd_resume(a):
+    from rsi_repro.config import load_profile
+    from rsi_repro.io import sha256_file
+    profile = load_profile(a.profile)
+    stage_dir = profile.run_dir / a.stage
+    before = rows_of(stage_dir)
+    if not before: sys.exit(f"{stage_dir}: run the profile first (no rows to compare with)")
+    child = subprocess.Popen([sys.executable, '-m', 'rsi_repro.cli', 'run', a.profile, '--only', a.stage, '--force', a.stage],
+                             cwd=ROOT, start_new_session=True)
+    time.sleep(a.kill_after)
+    os.killpg(child.pid, signal.SIGKILL); child.wait()
+    time.sleep(2)
+    shards = {str(p.relative_to(stage_dir)): (p.stat().st_mtime_ns, sha256_file(p)) for p in stage_dir.rglob('shard-*.jsonl')}
+    t0 = time.time()
+    done = subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'run', a.profile], cwd=ROOT)
+    after = rows_of(stage_dir)
+    kept = {k: v for k, v in shards.items() if (stage_dir / k).exists() and
+            ((stage_dir / k).stat().st_mtime_ns, sha256_file(stage_dir / k)) == v}
+    differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    result = {'stage': a.stage, 'killed_after_seconds': a.kill_after, 'shards_written_before_kill': len(shards),
+              'shards_kept_unchanged': len(kept), 'resume_exit': done.returncode, 'resume_seconds': round(time.time() - t0, 1),
+              'files_compared': len(set(before) | set(after)), 'files_differing': differ[:20], 'n_differing': len(differ)}
+    merge_out(Path(a.out), f'resume_{a.stage}', result)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser()
+    ap.add_argument('what', choices=['run', 'resume']); ap.add_argument('profile')
+    ap.add_argument('--out', required=True); ap.add_argument('--stage', default='eval'); ap.add_argument('--kill-after', type=float, default=25)
+    a = ap.parse_args()
+    {'run': cmd_run, 'resume': cmd_resume}[a.what](a)

@@ -1,0 +1,130 @@
+"""What only a GPU machine can show (marked `gpu`, skipped on a CPU; `pytest -m gpu` there): generation through vLLM
+in an engine process of its own (greedy rows against transformers', a LoRA adapter served without merging, the GPU's
+memory handed back when the engines close), training on CUDA, and, with two GPUs, the same shards and rows from two
+engines as from one, and training in two ranks."""
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def cuda_gpus() -> int:
+    try: import torch
+    except ImportError: return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+def has_vllm() -> bool:
+    try: import vllm  # noqa: F401
+    except ImportError: return False
+    return True
+
+needs_vllm = pytest.mark.skipif(not has_vllm(), reason='vLLM is not installed here')
+two_gpus = pytest.mark.skipif(cuda_gpus() < 2, reason='needs two GPUs')
+
+def requests(n=16):
+    from rsi_repro.io import read_jsonl
+    return [{'id': r['id'], 'messages': [{'role': 'user', 'content': r['prompt']}]} for r in read_jsonl(ROOT / 'data/prompts/open_chat.jsonl')[:n]]
+
+def serving(**kw):
+    from rsi_repro.config import Serving, VLLMSettings
+    return Serving(max_new_tokens=32, max_input_tokens=256, batch_size=16, shard_size=8,
+                   vllm=VLLMSettings(max_lora_rank=64, kv_cache_gib=2, enforce_eager=True, batch_invariant=True), **kw)
+
+def adapter(tmp_path, r=16):
+    "A seeded LoRA of rank r on the tiny base with non-zero B, saved as the pipeline saves one."
+    import torch
+    from peft import get_peft_model
+    from rsi_repro.config import Lora
+    from rsi_repro.generate import ModelRef, load_model
+    from rsi_repro.train import lora_config
+    torch.manual_seed(0)
+    net = get_peft_model(load_model(ModelRef(str(ROOT / 'data/tiny_base')), 'cpu'), lora_config(Lora(r=r, alpha=2 * r), 'llama'))
+    with torch.no_grad():
+        for n, p in net.named_parameters():
+            if 'lora_B' in n: p.normal_(0, 0.02)
+    out = tmp_path / f'adapter-r{r}'; net.save_pretrained(out)
+    return out
+
+
+@pytest.mark.gpu
+@needs_vllm
+def test_vllm_in_an_engine_process_matches_transformers_greedy_and_frees_the_gpu(tmp_path):
+    import torch
+    from rsi_repro.generate import ModelRef, generate, release_engines, _WORKERS
+    ref = ModelRef(str(ROOT / 'data/tiny_base'))
+    hf = generate(requests(), ref, serving(backend='hf'), tmp_path / 'hf', progress=False)
+    vl = generate(requests(), ref, serving(backend='vllm'), tmp_path / 'vllm', progress=False)
+    assert list(vl.id) == list(hf.id) and set(vl.finish_reason) <= {'stop', 'length'}
+    same = (vl.response == hf.response).mean()
+    assert same >= 0.75, f"only {same:.0%} of greedy rows equal transformers' (near-ties decided by rounding differ)"
+    assert _WORKERS, "vLLM ran in this process instead of an engine process"
+    release_engines()
+    free, total = torch.cuda.mem_get_info()
+    assert free > 0.9 * total, f"{(total - free) / 2**30:.1f} GiB still held after the engines closed"
+
+
+@pytest.mark.gpu
+@needs_vllm
+def test_vllm_serves_a_servable_rank_as_lora_and_an_unservable_one_merged(tmp_path):
+    from rsi_repro.generate import ModelRef, generate, release_engines, vllm_lora_plan
+    base = str(ROOT / 'data/tiny_base')
+    lora = ModelRef(base, adapter=str(adapter(tmp_path, 16)), dtype='bfloat16')    # vLLM's LoRA kernels take 16-bit weights
+    assert vllm_lora_plan(lora, 64) == 'lora'
+    a = generate(requests(8), lora, serving(backend='vllm'), tmp_path / 'lora', progress=False)
+    b = generate(requests(8), lora, serving(backend='hf'), tmp_path / 'hf', progress=False)
+    assert (a.response == b.response).mean() >= 0.5
+    merged = ModelRef(base, adapter=str(adapter(tmp_path, 768)), merge=True)
+    c = generate(requests(8), merged, serving(backend='vllm', merge_lora=True), tmp_path / 'merged', progress=False)
+    assert len(c) == 8 and list((tmp_path / 'merged').glob('merged-*/config.json'))    # merged once, beside the generations
+    release_engines()
+
+
+@pytest.mark.gpu
+def test_training_on_cuda_records_one_gpu_and_bf16(tmp_path):
+    from rsi_repro.config import Lora, Optim
+    from rsi_repro.corpora import chat_messages, write_sft_mix
+    from rsi_repro.generate import ModelRef, load_tokenizer
+    from rsi_repro.io import read_jsonl
+    from rsi_repro.train import train_sft
+    ref = ModelRef(str(ROOT / 'data/tiny_base'))
+    rows = read_jsonl(ROOT / 'data/corpora/tulu_sample.jsonl')[:32]
+    mix = write_sft_mix([(r['id'], chat_messages(r, r['id'])) for r in rows], load_tokenizer(ref), 256, tmp_path / 'sft.npz')
+    ev = train_sft(ref, 'llama', mix.path, Lora(r=8, alpha=16), Optim(lr=1e-3, micro_batch=4, grad_accum=2, seq_len=256, seed=0, steps=3,
+                   bf16=True), tmp_path / 'adapter', tag='gpu', report_to=[])
+    from rsi_repro.compute import processes
+    assert ev['gpu_count'] == ev['world_size'] == processes().count     # every visible GPU, one rank each
+    assert (ev['precision'], ev['steps'], ev['effective_batch']) == ('bf16', 3, 8)
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_two_gpus_generate_the_rows_of_one(tmp_path):
+    from rsi_repro.compute import Processes
+    from rsi_repro.generate import ModelRef, generate, make_backend, release_engines
+    ref, srv = ModelRef(str(ROOT / 'data/tiny_base')), serving(backend='hf')
+    one = generate(requests(), ref, srv, tmp_path / 'one', progress=False, backend_obj=make_backend(ref, srv, procs=Processes(1, ('0',), 1)))
+    release_engines()
+    two = generate(requests(), ref, srv, tmp_path / 'two', progress=False, backend_obj=make_backend(ref, srv, procs=Processes(2, ('0', '1'), 2)))
+    release_engines()
+    assert one.to_dict('records') == two.to_dict('records')
+
+
+@pytest.mark.gpu
+@two_gpus
+def test_two_gpus_train_in_two_ranks_with_one_evidence(tmp_path, monkeypatch):
+    from rsi_repro.compute import COMPUTE_ENV, compute_environment
+    from rsi_repro.config import Compute
+    monkeypatch.setenv(COMPUTE_ENV, compute_environment(Compute(max_gpus=2))[COMPUTE_ENV])
+    from rsi_repro.config import Lora, Optim
+    from rsi_repro.corpora import chat_messages, write_sft_mix
+    from rsi_repro.generate import ModelRef, load_tokenizer
+    from rsi_repro.io import read_jsonl
+    from rsi_repro.train import train_sft
+    ref = ModelRef(str(ROOT / 'data/tiny_base'))
+    rows = read_jsonl(ROOT / 'data/corpora/tulu_sample.jsonl')[:32]
+    mix = write_sft_mix([(r['id'], chat_messages(r, r['id'])) for r in rows], load_tokenizer(ref), 256, tmp_path / 'sft.npz')
+    ev = train_sft(ref, 'llama', mix.path, Lora(r=8, alpha=16), Optim(lr=1e-3, micro_batch=4, grad_accum=2, seq_len=256, seed=0, steps=3,
+                   bf16=True), tmp_path / 'adapter', tag='gpu2', report_to=[])
+    assert (ev['world_size'], ev['gpu_count'], ev['effective_batch']) == (2, 2, 8)
+    assert json.loads((tmp_path / 'adapter/training_evidence.json').read_text())['world_size'] == 2

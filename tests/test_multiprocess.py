@@ -1,0 +1,110 @@
+"""Several processes on one CPU, as several GPUs of a node would run them: a stage's training in two gloo ranks
+started from inside the stage (one adapter, one evidence file, written by rank 0), and its generation spread over
+two engine processes (the same shards and rows as one engine; a kill loses and repeats nothing)."""
+import json, os, signal, subprocess, sys, textwrap
+from pathlib import Path
+
+import pytest
+
+from rsi_repro.compute import COMPUTE_ENV, compute_environment
+from rsi_repro.config import Compute, load_profile
+from rsi_repro.io import read_jsonl, sha256_file
+from rsi_repro.layout import ADAPTER, EVIDENCE
+from rsi_repro.pipeline import run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+def small(run_name: str, cpu_processes: int) -> str:
+    return textwrap.dedent(f"""\
+        extends: ../../configs/tiny.yaml
+        run: {run_name}
+        compute: {{cpu_processes: {cpu_processes}}}
+        serving: {{max_new_tokens: 16, shard_size: 2, batch_size: 2}}
+        sft:
+          corpora:
+            - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 16}}]}}
+            - {{name: smoltalk, source: data/corpora/smoltalk_sample.jsonl, bands: [{{start: 0, stop: 16}}]}}
+        dpo:
+          corpus: {{name: ultrafeedback, source: data/corpora/ultrafeedback_sample.jsonl, bands: [{{start: 0, stop: 32}}]}}
+          grid: [{{name: b010, beta: 0.1, lr: 5.0e-4}}]
+          audit: {{start: 1400, stop: 1404}}
+          max_tool_leak_rate: 1.0
+        stages:
+          - {{name: serve, notebook: serve}}
+          - {{name: sft, notebook: sft}}
+          - {{name: dpo, notebook: dpo, needs: [sft]}}
+        """)
+
+@pytest.fixture(scope='module')
+def runs():
+    "The same three stages in one process and in two, each from a clean folder."
+    d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for n in (1, 2):
+        name = f'ci-processes-{n}'
+        p = d / f'{name}.yaml'; p.write_text(small(name, n))
+        prof = load_profile(p)
+        subprocess.run(['rm', '-rf', str(prof.run_dir)], check=True)
+        run(p, log=lambda *a: None)
+        out[n] = prof
+    yield out
+    for prof in out.values():
+        subprocess.run(['rm', '-rf', str(prof.run_dir)], check=True); Path(prof.path).unlink(missing_ok=True)
+
+@pytest.mark.slow
+def test_training_stages_train_in_two_ranks_with_one_adapter_and_one_evidence(runs):
+    two = runs[2].run_dir
+    for stage in ('sft', 'dpo'):
+        adapters = sorted(p.parent for p in two.joinpath(stage).rglob(EVIDENCE))
+        ev = [json.loads((a / EVIDENCE).read_text()) for a in adapters]
+        assert ev and {e['world_size'] for e in ev} == {2}, (stage, ev)
+        for a, e in zip(adapters, ev):
+            assert e['effective_batch'] == 16 and (e['micro_batch'], e['grad_accum']) == (8, 1)   # the profile's 8 x 2, shared
+            assert (a / 'adapter_model.safetensors').exists() and (a / 'chat_template.jinja').exists()
+        one = sorted(p.parent.relative_to(runs[1].run_dir) for p in runs[1].run_dir.joinpath(stage).rglob(EVIDENCE))
+        assert [a.relative_to(two) for a in adapters] == one          # the same adapter folders as one process writes
+    assert not list(two.rglob('*.launch.log'))                        # kept only when ranks fail
+
+@pytest.mark.slow
+def test_generation_over_two_engines_gives_the_rows_of_one(runs):
+    "The base's serving answers (no training upstream): the same shards, and rows equal token for token."
+    shards = lambda prof: {p.relative_to(prof.run_dir): read_jsonl(p) for p in prof.run_dir.joinpath('serve').rglob('shard-*.jsonl')}
+    one, two = shards(runs[1]), shards(runs[2])
+    assert len(one) == 4 and one == two
+
+KILL_AFTER = """
+import os, signal, sys
+from dataclasses import replace
+import rsi_repro.generate as g
+from rsi_repro.config import load_profile
+from rsi_repro.generate import ModelRef, generate, load_requests
+written, kill_at = [], int(sys.argv[3])
+real = g.write_jsonl
+def dying(path, rows):
+    real(path, rows); written.append(path)
+    if len(written) == kill_at: os.kill(os.getpid(), signal.SIGKILL)
+g.write_jsonl = dying
+if __name__ == '__main__':
+    p = load_profile(sys.argv[1])
+    reqs = load_requests(p.resolve(p.prompts['serve']))
+    generate(reqs, ModelRef.from_profile(p), replace(p.serving, shard_size=1, max_new_tokens=12), sys.argv[2], progress=False)
+"""
+
+@pytest.mark.slow
+def test_spread_generation_killed_part_way_resumes_losing_and_repeating_nothing(tmp_path):
+    script, out, clean = tmp_path / 'gen.py', tmp_path / 'shards', tmp_path / 'clean'
+    script.write_text(KILL_AFTER)
+    env = {**os.environ, **compute_environment(Compute(cpu_processes=2))}
+    killed = subprocess.run([sys.executable, str(script), str(ROOT / 'configs/tiny.yaml'), str(out), '3'], cwd=ROOT, env=env)
+    assert killed.returncode == -signal.SIGKILL
+    before = {s.name: (s.stat().st_mtime_ns, sha256_file(s)) for s in out.glob('plan-*/shard-*.jsonl')}
+    assert 3 <= len(before) < 8                                                  # some shards done, not all
+    done = subprocess.run([sys.executable, str(script), str(ROOT / 'configs/tiny.yaml'), str(out), '0'], cwd=ROOT, env=env)
+    assert done.returncode == 0
+    after = {s.name: (s.stat().st_mtime_ns, sha256_file(s)) for s in out.glob('plan-*/shard-*.jsonl')}
+    assert len(after) == 8 and all(after[k] == v for k, v in before.items())     # finished shards neither lost nor redone
+    one = subprocess.run([sys.executable, str(script), str(ROOT / 'configs/tiny.yaml'), str(clean), '0'], cwd=ROOT,
+                         env={k: v for k, v in os.environ.items() if k != COMPUTE_ENV})
+    assert one.returncode == 0
+    rows = lambda d: [r for s in sorted(d.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]
+    assert rows(out) == rows(clean)                                             # row for row, as one uninterrupted engine
