@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 IFBENCH_DATA := $(shell sed -n 's/^ifbench_data_requirements = //p' settings.ini)
 
-.PHONY: install install-gpu demo docs test test-nbs test-py test-core test-study export clean-outputs bench
+.PHONY: install install-gpu demo docs results test test-nbs test-py test-core test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ demo: $(STAMP)
 # The results site of the profile's run, rebuilt from what its stages left on disk (no stage reruns).
 docs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m rsi_repro.report $(PROFILE)
+
+# results/tiny/: the files the README quotes, copied from the demo run with the build machine's paths made relative.
+results: demo
+	$(PY) tools/results_tiny.py
 
 test: test-nbs test-py
 

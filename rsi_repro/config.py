@@ -13,15 +13,15 @@ import yaml
 
 from .evals import Evals
 from .io import DataError, find_root, read_text, sha256_json
-from .promotion import PromotionRule
+from .promotion import Override, PromotionRule, check_overrides
 from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
            'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
            'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
-           'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
-           'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
+           'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups',
+           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
            'DuplicateKey', 'StrictLoader', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
@@ -193,6 +193,17 @@ class DPOArm:
     def validate(self, where, p): a_name(where, f"{p}.name", self.name); positive(where, f"{p}.beta", self.beta); positive(where, f"{p}.lr", self.lr)
 
 @dataclass(frozen=True)
+class DPOSearchArm:
+    "One arm of the anchor's rank/seed search, trained at the beta and lr the grid's anchor was."
+    name: str
+    r: int
+    alpha: int
+    seed: int
+    def validate(self, where, p):
+        a_name(where, f"{p}.name", self.name); positive(where, f"{p}.r", self.r); positive(where, f"{p}.alpha", self.alpha)
+        positive(where, f"{p}.seed", self.seed, allow_zero=True)
+
+@dataclass(frozen=True)
 class DPOStage:
     """Stage 2: DPO (sigmoid) plus an NLL term on the chosen answer. The reference is the policy at step 0: a frozen
     copy of the warm-start adapter (or the base with the adapter off when there is no warm start)."""
@@ -204,10 +215,13 @@ class DPOStage:
     audit: Band                          # held-out rows of the corpus whose prompts the tool-leak audit decodes
     max_tool_leak_rate: float = 0.0       # the ship rule: an anchor whose decoded answers leak more tool text is refused
     warm_start: Optional[str] = 'sft'
+    rank_seed: tuple[DPOSearchArm, ...] = ()   # after the beta/lr grid: the anchor's rank and seed, searched at its beta and lr
     def validate(self, where, p):
         positive(where, f"{p}.nll_weight", self.nll_weight, allow_zero=True)
         if not 0 <= self.max_tool_leak_rate <= 1: raise ProfileError(where, f"{p}.max_tool_leak_rate", f"must be in [0, 1], got {self.max_tool_leak_rate}")
         if not self.grid or len({a.name for a in self.grid}) != len(self.grid): raise ProfileError(where, f"{p}.grid", "expected arms with distinct names")
+        names = [a.name for a in (*self.grid, *self.rank_seed)]
+        if len(set(names)) != len(names): raise ProfileError(where, f"{p}.rank_seed", f"arm names repeat across grid and rank_seed: {names}")
 
 @dataclass(frozen=True)
 class Sampling:
@@ -227,6 +241,7 @@ class Sampling:
         if self.min_new_tokens > self.max_new_tokens:
             raise ProfileError(where, f"{p}.min_new_tokens", f"{self.min_new_tokens} is above max_new_tokens ({self.max_new_tokens})")
 
+# %% ../nbs/00_config.ipynb #c014p
 @dataclass(frozen=True)
 class RepairStage:
     "Stage 3: SFT on the rejection-sampled repair mix, warm-started from the shipped DPO anchor."
@@ -236,6 +251,9 @@ class RepairStage:
     optim: Optim
     warm_start: str = 'dpo'
     mix_target: Optional[MixTarget] = None   # the card's size of the repair mix, reported beside what was reached
+    executor: str = 'local'              # 'local' or 'slurm' (submitit): where the training job runs, as for the rounds' arms
+    slurm: dict[str, Any] = field(default_factory=dict)
+    def validate(self, where, p): one_of(where, f"{p}.executor", self.executor, ('local', 'slurm'))
 
 # %% ../nbs/00_config.ipynb #c014t
 @dataclass(frozen=True)
@@ -244,7 +262,7 @@ class Arm:
     name: str
     pool: str                            # a training pool name, fresh and disjoint
     warm_start: str                      # 'champion', 'parent', or a stage/arm name
-    mix: str = 'single'                  # 'single' or 'double' (two independent draws of the round's pool)
+    mix: str = 'single'                  # 'single' (one draw of the round's pool) or 'double' (that draw plus a second)
     steps: int = 400
     seed: int = 203
     lr: Optional[float] = None           # defaults to the rounds' optim.lr
@@ -378,6 +396,7 @@ class Profile:
     pair_read: Optional[PairRead] = None
     soups: Optional[Soups] = None
     promotion: Optional[PromotionRule] = None               # read by rsi_repro.promotion
+    overrides: tuple[Override, ...] = ()                    # a person's verdicts beside the rule's (the decide stage)
     evals: Evals = field(default_factory=Evals)             # read by rsi_repro.evals
     compute: Compute = field(default_factory=Compute)       # how many processes, not what they compute: in no stage's key
     path: str = field(default='', compare=False)
@@ -400,6 +419,7 @@ class Profile:
             if optim.padding_free and self.base.architecture == 'nemotron_h':
                 raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                    "would carry Mamba state from one example into the next (use length_grouping)")
+        check_overrides(self.overrides, where)
         check_vllm_ranks(self, where)
 
     def resolve(self, path: str | Path) -> Path:

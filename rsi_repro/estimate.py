@@ -294,10 +294,11 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     trained = _trained(cfg.optim, pairs)
     out = [Work(st.name, 'load', f"first load of {cfg.corpus.name}", 'cpu.corpus_load_cold', max(b.stop for b in (*cfg.corpus.bands, cfg.audit))),
            Work(st.name, 'pairs', f"binarise {pairs:,} pairs and the {audit:,}-row audit band", 'cpu.binarising', pairs + audit)]
-    for arm in cfg.grid:
-        out += [Work(st.name, arm.name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), beta {arm.beta:g}, lr {arm.lr:g}",
-                     'train.dpo', trained, 'dpo_pair'),
-                Work(st.name, arm.name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
+    arms = [(a.name, f"beta {a.beta:g}, lr {a.lr:g}") for a in cfg.grid]
+    arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr") for s in cfg.rank_seed]
+    for name, what in arms:
+        out += [Work(st.name, name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), {what}", 'train.dpo', trained, 'dpo_pair'),
+                Work(st.name, name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
     return out + [_reads(p, st, 'sft and dpo')]
 
 

@@ -11,14 +11,14 @@ import pandas as pd
 from .config import Profile
 from .evaluate import ifbench_prompts
 from .instruments.ifbench import not_scored_offline
-from .instruments.safety import screen_disagreements
+from .instruments.safety import REFUSED_COLUMNS, screen_disagreements
 from .instruments.text import rate_se
-from .layout import parent_of
+from .layout import parent_of, refused_labels_path
 from .stats import ALL, compare
 
 # %% auto #0
 __all__ = ['overview', 'overview_table', 'family_rates', 'paired_vs_parent', 'paired_families_vs_parent', 'safety_overview',
-           'safety_screen_disagreements', 'ifbench_not_scored']
+           'safety_screen_disagreements', 'refused_labels', 'ifbench_not_scored']
 
 # %% ../nbs/46a_eval_report.ipynb #c005
 def overview(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: evaluate_checkpoint(...)}
@@ -78,6 +78,13 @@ def safety_screen_disagreements(results: Mapping) -> pd.DataFrame:
     "Every prompt where the keyword screen disagrees with a person's label, across checkpoints."
     frames = [screen_disagreements(r['safety'][0]).assign(checkpoint=ck) for ck, r in results.items() if 'safety' in r]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+def refused_labels(stage_dir) -> pd.DataFrame:
+    "Every label an older version's sheet held that the evaluation refused to carry (its answer changed), per checkpoint."
+    from pathlib import Path
+    files = sorted(Path(stage_dir).glob(f"*/{refused_labels_path('', '*').name}"))
+    frames = [pd.read_csv(f, dtype=str, keep_default_na=False).assign(checkpoint=f.parent.name) for f in files]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*REFUSED_COLUMNS, 'checkpoint'])
 
 def ifbench_not_scored(profile: Profile, results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
     "The IFBench ids this machine does not score, why, and how many of the profile's prompts each kept out of every rate."

@@ -11,7 +11,7 @@ from .typed import ProfileError, from_dict, one_of, positive
 
 # %% auto #0
 __all__ = ['INSTRUMENT_NAMES', 'SINGLE_TURN_SETS', 'MATH_SOURCE_KINDS', 'IFEVAL_SOURCE', 'PoolEval', 'PromptSetEval',
-           'IFEvalEval', 'TerminationEval', 'MathSource', 'MathEval', 'Evals', 'read_evals']
+           'IFEvalEval', 'TerminationEval', 'MathSource', 'MathEval', 'Flag', 'Evals', 'read_evals']
 
 # %% ../nbs/00c_evals.ipynb #c005
 INSTRUMENT_NAMES = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'termination', 'multi_turn', 'safety', 'ifeval', 'ifbench')
@@ -72,6 +72,16 @@ class MathEval:
         one_of(where, f"{p}.primary", self.primary, ('loose', 'strict'))
         if self.sources is not None and not self.sources: raise ProfileError(where, f"{p}.sources", "expected a non-empty list of sources")
 
+# %% ../nbs/00c_evals.ipynb #c007f
+@dataclass(frozen=True)
+class Flag:
+    "When a family's paired read is flagged: it loses at least `min_net_loss` prompts net and `min_drop` of its pass rate."
+    min_net_loss: int = 2
+    min_drop: float = 0.05
+    def validate(self, where, p):
+        positive(where, f"{p}.min_net_loss", self.min_net_loss)
+        if not 0 <= self.min_drop <= 1: raise ProfileError(where, f"{p}.min_drop", f"must be a rate in [0, 1], got {self.min_drop}")
+
 # %% ../nbs/00c_evals.ipynb #c008
 @dataclass(frozen=True)
 class Evals:
@@ -79,6 +89,8 @@ class Evals:
     checkpoints: tuple[str, ...] = ()                # evaluated in this order by the evaluation stage
     instruments: tuple[str, ...] = INSTRUMENT_NAMES  # run in this order
     parents: dict[str, Optional[str]] = field(default_factory=dict)   # checkpoint -> parent (null: none)
+    older: dict[str, str] = field(default_factory=dict)              # checkpoint -> an older one it is also read against
+    flags: dict[str, Flag] = field(default_factory=dict)             # instrument -> its family-regression flag
     h6: PoolEval = field(default_factory=PoolEval)
     probe2: PoolEval = field(default_factory=PoolEval)
     math: MathEval = field(default_factory=MathEval)
@@ -93,6 +105,9 @@ class Evals:
 
     def validate(self, where, p):
         for i, name in enumerate(self.instruments): one_of(where, f"{p}.instruments[{i}]", name, INSTRUMENT_NAMES)
+        for name in self.flags: one_of(where, f"{p}.flags", name, INSTRUMENT_NAMES)
+        for ck, old in self.older.items():
+            if old == ck: raise ProfileError(where, f"{p}.older.{ck}", "a checkpoint cannot be its own older checkpoint")
 
     def block(self, name: str):
         "One instrument's settings (its defaults filled in)."

@@ -16,7 +16,8 @@ from .constraints import check_all
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
 from .generate import make_backend, Decode, ModelRef, base_identity, checkpoint_identity, generate, load_tokenizer
 from .io import atomic_write_text, library_sha256, portable, sha256_file, sha256_json, write_jsonl
-from .layout import EVIDENCE, adjudication_sheet, generations_dir, math_dir, pool_path, resolve_checkpoint, result_paths
+from .layout import (EVIDENCE, adjudication_sheet, adjudication_sheets, generations_dir, math_dir, pool_path,
+                              refused_labels_path, resolve_checkpoint, result_paths)
 from .stats import load_outcomes
 from .typed import ProfileError, to_dict
 from .instruments.chat import score_code, score_multi_turn, score_open_chat
@@ -25,9 +26,9 @@ from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, 
 from .instruments.ifeval_official import load_ifeval_prompts, score_ifeval
 from .instruments.math import math_problems, math_prompt, score_math
 from .instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path, load_prompt_set, multi_turn_messages
-from .instruments.safety import score_safety, write_adjudication_sheet
+from .instruments.safety import carry_labels, score_safety, write_adjudication_sheet
 from .instruments.text import audit_termination, generation_table, per_prompt, summarise
-from .instruments.wide_chat import score_wide_chat
+from .instruments.wide_chat import check_battery, score_wide_chat
 
 # %% auto #0
 __all__ = ['eval_h6', 'eval_probe2', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'INSTRUMENTS', 'OUTCOME_FRONT',
@@ -130,7 +131,9 @@ def _user(text: str) -> list[dict]: return [{'role': 'user', 'content': text}]
 def _shipped_set(profile: Profile, kind: str) -> pd.DataFrame:
     s = profile.evals.block(kind)
     path = profile.resolve(s.prompts) if s.prompts else default_prompt_path(kind)
-    return take(load_prompt_set(path, kind), s.n, f"{path} (evals.{kind}.n)")
+    prompts = load_prompt_set(path, kind)
+    if kind == 'wide_chat' and not s.prompts: check_battery(prompts)   # the shipped battery, whole, before a subset
+    return take(prompts, s.n, f"{path} (evals.{kind}.n)")
 
 def _pool_set(profile: Profile, pool: str) -> pd.DataFrame:
     s = profile.evals.block(pool)
@@ -200,11 +203,16 @@ def eval_multi_turn(profile: Profile, model, out_dir: str | Path) -> tuple[pd.Da
     return out, summary
 
 def eval_safety(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Safety probe: writes the adjudication sheet once per checkpoint identity; results come from its labels where present, else the screen."
+    """Safety probe: writes the adjudication sheet once per checkpoint identity, with the labels of older versions' sheets
+    whose answer is unchanged (the others are named in `safety.<identity>.refused_labels.csv`); results come from its
+    labels where present, else the screen."""
     ck = as_checkpoint(profile, model)
     prompts, rows = answers(profile, ck, out_dir, 'safety')
     sheet = adjudication_sheet(out_dir, ck.identity)
-    if not sheet.exists(): write_adjudication_sheet(prompts, rows, sheet, checkpoint=ck.name)
+    older = [s for s in adjudication_sheets(out_dir) if s != sheet]
+    carried, refused = carry_labels(older, rows)
+    if not sheet.exists(): write_adjudication_sheet(prompts, rows, sheet, checkpoint=ck.name, labels=carried)
+    if len(refused): atomic_write_text(refused_labels_path(out_dir, ck.identity), refused.to_csv(index=False))
     return score_safety(prompts, rows, adjudication=sheet)
 
 # %% ../nbs/46_evaluate.ipynb #c025
@@ -236,7 +244,7 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('wide_chat', eval_wide_chat, _prompt_file('wide_chat'), "the wide open-chat battery, a regression guard"),
     Instrument('termination', eval_termination, _termination_files, "stops properly, no tool-call text"),
     Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn"),
-    Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], adjudication_sheet(d, ck.identity)],
+    Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], *dict.fromkeys([adjudication_sheet(d, ck.identity), *adjudication_sheets(d)])],
                "harmful requests refused (adjudicated where labelled)"),
 ]}
 

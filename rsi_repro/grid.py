@@ -15,8 +15,8 @@ import math
 from .stats import ALL, OutcomeError, compare, detectable_delta, paired, pool, power, prompts_needed, stat_row
 
 # %% auto #0
-__all__ = ['CARD_DISCORDANCE', 'grid_table', 'family_grid', 'plot_family_heatmap', 'candidates_table', 'power_before_grid',
-           'power_sentence']
+__all__ = ['CARD_DISCORDANCE', 'RECIPE', 'grid_table', 'family_grid', 'plot_family_heatmap', 'candidates_table',
+           'power_before_grid', 'power_sentence', 'grid_prior', 'seed_spread', 'prior_sentence']
 
 # %% ../nbs/23_grid.ipynb #c005
 def _arms_frame(arms) -> pd.DataFrame:
@@ -122,3 +122,42 @@ def power_sentence(table: pd.DataFrame, target_power: float = 0.8, alpha: float 
                 f"reaches power {target_power:.0%} at alpha = {alpha}: this grid cannot resolve any effect.")
     return (f"At n = {int(r.n)} prompts and discordance {r.discordance:.2f}, a null delta has SE {r.se_null:.4f}; the smallest "
             f"delta detected with power {target_power:.0%} at alpha = {alpha} is {r.detectable_delta:.4f}.")
+
+# %% ../nbs/23_grid.ipynb #c016
+RECIPE = ("mix", "steps", "init")      # what makes two arms the same recipe; the seed (and the cell's name) does not
+
+def grid_prior(grid: pd.DataFrame,     # a `grid_table` (any table with a `delta` column, one row per cell)
+               ) -> dict:              # cells, positive, negative, zero, mean_delta, sd_delta
+    "The grid's prior for a candidate of the same recipe: how many cells moved each way, and the mean delta."
+    d = grid["delta"].astype(float)
+    if d.empty: raise OutcomeError("a prior needs at least one grid cell")
+    return {"cells": int(len(d)), "positive": int((d > 0).sum()), "negative": int((d < 0).sum()), "zero": int((d == 0).sum()),
+            "mean_delta": float(d.mean()), "sd_delta": float(d.std(ddof=1)) if len(d) > 1 else None}   # None: plain JSON, no NaN
+
+
+def seed_spread(grid: pd.DataFrame,            # a `grid_table` with the recipe columns and `delta`
+                recipe: tuple = RECIPE,        # the columns that name a recipe
+                ) -> pd.DataFrame:             # one row per recipe with two or more cells
+    "Same-recipe arms side by side: their cells, seeds and deltas, and the spread (largest delta less the smallest)."
+    missing = [c for c in recipe if c not in grid.columns]
+    if missing: raise OutcomeError(f"the grid table has no recipe column(s) {missing}")
+    rows = []
+    for key, g in grid.groupby(list(recipe), sort=False):
+        if len(g) < 2: continue
+        rows.append({**dict(zip(recipe, key)), "cells": "/".join(map(str, g["cell"])),
+                     "seeds": "/".join(str(s) for s in g["seed"]) if "seed" in g else "",
+                     "deltas": "/".join(f"{x:+.4f}" for x in g["delta"]), "spread": float(g["delta"].max() - g["delta"].min())})
+    return pd.DataFrame(rows, columns=[*recipe, "cells", "seeds", "deltas", "spread"])
+
+# %% ../nbs/23_grid.ipynb #c018
+def prior_sentence(prior: dict | None,         # `grid_prior` (None: the grid has no arm)
+                   spread,                      # `seed_spread` (a table, or its records)
+                   source: str = "the grid",    # the grid table the two came from, named in the sentence
+                   ) -> str:
+    "The grid's prior and its seed spread in two sentences, as the card weighed them."
+    if prior is None: return f"The grid ({source}) has no arm: no prior."
+    rows = spread.to_dict("records") if isinstance(spread, pd.DataFrame) else list(spread or [])
+    return (f"The grid's prior ({source}): {prior['cells']} cells, {prior['positive']} positive, {prior['negative']} negative, "
+            f"mean delta {prior['mean_delta']:+.4f}.\n"
+            + ("Same-recipe seeds spread by " + ", ".join(f"{s['spread']:.4f} ({s['cells']})" for s in rows) + "." if rows
+               else "No two arms of the grid share a recipe: no seed spread."))

@@ -12,18 +12,20 @@ from .config import Profile
 from .io import read_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE', 'PREREGISTER_STAGE', 'EVAL_STAGES',
-           'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'MATH_PROBLEMS', 'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES',
-           'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path', 'seal_path', 'decision_path',
-           'grid_table_path', 'stage_adapter', 'rounds_dir', 'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter',
-           'soups_eval_dir', 'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of',
-           'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet', 'pair_read_files',
-           'manifest_near', 'recorded_sha256']
+__all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE', 'PREREGISTER_STAGE',
+           'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'SOUP_PREFIX', 'MATH_PROBLEMS', 'BLIND_SHEET',
+           'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path',
+           'seal_path', 'decision_path', 'judgement_path', 'grid_table_path', 'stage_adapter', 'rounds_dir',
+           'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir', 'soup_adapter', 'soups_eval_dir',
+           'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of', 'older_of',
+           'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet', 'adjudication_sheets',
+           'refused_labels_path', 'pair_read_files', 'manifest_near', 'recorded_sha256']
 
 # %% ../nbs/00d_layout.ipynb #c005
 MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_repro.pipeline)
 SEAL_FILE = 'promotion.seal.json'       # the sealed promotion rule (rsi_repro.preregister)
-DECISION_FILE = 'decision.json'         # the sealed rule's verdict (the decide stage)
+DECISION_FILE = 'decision.json'         # the sealed rule's verdict, and a person's override beside it (the decide stage)
+JUDGEMENT_FILE = 'judgement.json'       # the reads beside the verdict: pooled, SE, the grid's prior and seed spread, failure reasons
 ADAPTER = 'adapter'                     # the folder a training stage (or an arm) ships its adapter in
 EVIDENCE = 'training_evidence.json'     # beside every adapter: how it was trained, on what (rsi_repro.train)
 POOLS_STAGE = 'pools'                   # the stage that writes the run's pools
@@ -61,9 +63,14 @@ def decision_path(run_dir: str | Path, stage: str = DECIDE_STAGE) -> Path:
     "The decision file the decide stage writes."
     return Path(run_dir) / stage / DECISION_FILE
 
-def grid_table_path(stage_dir: str | Path, instrument: str) -> Path:
-    "The grid stage's table of every arm against the champion on one instrument."
-    return Path(stage_dir) / f"grid_{instrument}.csv"
+def judgement_path(run_dir: str | Path, stage: str = DECIDE_STAGE) -> Path:
+    "The reads the decide stage writes beside its decision."
+    return Path(run_dir) / stage / JUDGEMENT_FILE
+
+def grid_table_path(stage_dir: str | Path, instrument: str, part: str = 'grid') -> Path:
+    "The grid stage's table of every arm against the champion on one instrument (`part`: 'grid', 'seed_spread' or 'grid_prior')."
+    if part not in ('grid', 'seed_spread', 'grid_prior'): raise ValueError(f"unknown grid part {part!r}")
+    return Path(stage_dir) / f"{part}_{instrument}.{'json' if part == 'grid_prior' else 'csv'}"
 
 # %% ../nbs/00d_layout.ipynb #c010
 def _adapter_or_error(path: Path, what: str, remedy: str) -> Path:
@@ -91,6 +98,16 @@ def soup_parent_adapter(stage_dir: str | Path, parent: str) -> Path:
     "Where the soups stage (in `stage_dir`) retrains one seeded parent's adapter."
     return Path(stage_dir) / 'parents' / parent / ADAPTER
 
+SOUP_PREFIX = 'soup_'              # a soup is the checkpoint soup_<method> (uniform, linear, svd)
+
+def soups_dir(stage_dir: str | Path) -> Path:
+    "The folder of the soups stage (in `stage_dir`) that holds one soup adapter per method."
+    return Path(stage_dir) / 'soups'
+
+def soup_adapter(stage_dir: str | Path, method: str) -> Path:
+    "Where the soups stage (in `stage_dir`) writes the soup of one method."
+    return soups_dir(stage_dir) / method
+
 def soups_eval_dir(stage_dir: str | Path) -> Path:
     "The soups stage's own evaluation folder: its parents and soups are checkpoints no evaluation stage scores."
     return Path(stage_dir) / EVAL_STAGES[0]
@@ -110,7 +127,9 @@ def resolve_checkpoint(profile: Profile, name: str) -> Optional[Path]:
     if name in {s.name for s in profile.stages}: return stage_adapter(profile, name)   # before the arms: a stage's adapter reads no rounds settings
     arms = [a.name for a in profile.rounds.arms] if profile.rounds else []
     if name in arms: return _adapter_or_error(arm_adapter(rounds_dir(profile), name), f"arm '{name}'", "run the rounds stage first")
-    raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, or an arm: {', '.join(arms) or 'none'})")
+    if name.startswith(SOUP_PREFIX) and (soups := stage_dirs_of(profile, 'soups')):
+        return _adapter_or_error(soup_adapter(soups[0], name[len(SOUP_PREFIX):]), f"soup '{name}'", "run the soups stage first")
+    raise KeyError(f"{profile.path}: unknown checkpoint {name!r} (base, a training stage, an arm: {', '.join(arms) or 'none'}; or a soup)")
 
 # %% ../nbs/00d_layout.ipynb #c013
 def arm_warm_start(profile: Profile, arm) -> str:
@@ -122,13 +141,17 @@ def parent_of(profile: Profile, name: str) -> str | None:
     "The checkpoint `name` was warm-started from (None for the base); `evals.parents` overrides."
     overrides = profile.evals.parents
     if name in overrides: return overrides[name]
-    if name == 'base': return None
+    if name == 'base' or name.startswith(SOUP_PREFIX): return None     # a soup has several parents, its seeds
     if name == 'sft' and profile.sft: return profile.sft.warm_start or 'base'
     if name == 'dpo' and profile.dpo: return profile.dpo.warm_start or 'base'
     if name == 'repair' and profile.repair: return profile.repair.warm_start
     arm = next((a for a in profile.rounds.arms if a.name == name), None) if profile.rounds else None
     if arm is not None: return arm_warm_start(profile, arm)
     raise KeyError(f"{profile.path}: no parent known for checkpoint {name!r}; add it to evals.parents")
+
+def older_of(profile: Profile, name: str) -> str | None:
+    "The older checkpoint `name` is read against besides its parent (`evals.older`), or None."
+    return profile.evals.older.get(name)
 
 # %% ../nbs/00d_layout.ipynb #c016
 def result_paths(out_dir: str | Path, checkpoint: str, instrument: str) -> dict[str, Path]:
@@ -159,6 +182,14 @@ def adjudication_sheet(out_dir: str | Path,  # the checkpoint's evaluation folde
                        ) -> Path:
     "The safety adjudication sheet of one version of a checkpoint (a CSV a person fills with one of three labels)."
     return Path(out_dir) / _ADJUDICATION.format(identity)
+
+def adjudication_sheets(out_dir: str | Path) -> list[Path]:
+    "Every version's adjudication sheet in a checkpoint's evaluation folder, oldest first (by modification time)."
+    return sorted(Path(out_dir).glob(_ADJUDICATION.format('*')), key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+def refused_labels_path(out_dir: str | Path, identity: str) -> Path:
+    "Where the evaluation names the labels of older versions' sheets it refused to carry to this version's."
+    return Path(out_dir) / f"safety.{identity}.refused_labels.csv"
 
 # %% ../nbs/00d_layout.ipynb #c017b
 BLIND_SHEET, BLIND_KEY = 'sheet.csv', 'key.json'   # a blinded pair read's sheet (a person's labels) and its key

@@ -16,8 +16,8 @@ from .io import atomic_write_text
 from .stats import ALL, OutcomeError, compare, load_outcomes
 
 # %% auto #0
-__all__ = ['LENGTH', 'PAIRED_COLUMNS', 'paired_families', 'RegressionRule', 'family_regressions', 'paired_read', 'headline',
-           'plot_length_deltas', 'paired_reads', 'read_pair_files', 'write_paired_read']
+__all__ = ['LENGTH', 'VIEWS', 'PAIRED_COLUMNS', 'paired_families', 'RegressionRule', 'family_regressions', 'with_views',
+           'paired_read', 'headline', 'plot_length_deltas', 'paired_reads', 'read_pair_files', 'write_paired_read']
 
 # %% ../nbs/24_paired.ipynb #c005
 LENGTH = 'new_tokens'
@@ -54,6 +54,19 @@ def family_regressions(table: pd.DataFrame,   # a `paired_families` (or `compare
     fam = table.drop(index=ALL, errors='ignore')
     return fam[(fam['net'] <= -rule.min_net_loss) & (fam['delta'] <= -rule.min_drop)]
 
+# %% ../nbs/24_paired.ipynb #c015w
+VIEWS = {'multi_turn_usable': ('multi_turn', 'usable')}    # a read: (the instrument, the per-prompt column that is `passed`)
+
+def with_views(outcomes: Mapping[str, pd.DataFrame],   # {instrument: per-prompt outcomes}
+               ) -> dict[str, pd.DataFrame]:            # the same, each view right after its instrument
+    "Outcomes with every derived read of `VIEWS` whose instrument and column are there, `passed` taken from that column."
+    out = {}
+    for inst, t in outcomes.items():
+        out[inst] = t
+        for view, (src, col) in VIEWS.items():
+            if src == inst and col in t.columns: out[view] = t.assign(passed=t[col].astype(bool))
+    return out
+
 # %% ../nbs/24_paired.ipynb #c017
 PAIRED_COLUMNS = ['instrument', 'family', 'n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'net', 'tied', 'tied_fail',
                   'p', 'length_a', 'length_b', 'length_delta', 'regression']
@@ -61,13 +74,14 @@ PAIRED_COLUMNS = ['instrument', 'family', 'n', 'rate_a', 'rate_b', 'delta', 'se'
 def paired_read(a: Mapping[str, pd.DataFrame],   # {instrument: parent (or incumbent) outcomes}
                 b: Mapping[str, pd.DataFrame],   # {instrument: candidate outcomes}
                 rule: RegressionRule = RegressionRule(),
+                rules: Mapping = {},             # {instrument: its own rule (anything with min_net_loss, min_drop)}
                 ) -> pd.DataFrame:               # PAIRED_COLUMNS, per family then `(all)`, instruments in a's order
-    "Every instrument read on both sides, per family and overall: paired counts, sign p, mean lengths, regression flags."
-    frames = []
+    "Every instrument (and view) read on both sides, per family and overall: paired counts, sign p, mean lengths, regression flags."
+    frames, a, b = [], with_views(a), with_views(b)
     for inst in (i for i in a if i in b):
         try: t = paired_families(a[inst], b[inst])
         except OutcomeError as err: raise OutcomeError(f"instrument {inst!r}: {err}") from None
-        t['regression'] = t.index.isin(family_regressions(t, rule).index)
+        t['regression'] = t.index.isin(family_regressions(t, rules.get(inst, rule)).index)
         frames.append(t.rename_axis('family').reset_index().assign(instrument=inst))
     if not frames: return pd.DataFrame(columns=PAIRED_COLUMNS)
     return pd.concat(frames, ignore_index=True)[PAIRED_COLUMNS]
@@ -107,13 +121,14 @@ def plot_length_deltas(read: pd.DataFrame,   # a `paired_read` table (or one can
 def paired_reads(results: Mapping[str, Mapping[str, tuple]],  # {checkpoint: {instrument: (outcomes, summary)}}
                  parents: Mapping[str, str | None],           # {checkpoint: its parent, None for the base}
                  rule: RegressionRule = RegressionRule(),
+                 rules: Mapping = {},                         # {instrument: its own rule}, as `paired_read`
                  ) -> dict[str, pd.DataFrame]:                # {candidate: its paired_read, with checkpoint and parent columns}
     "One paired table per checkpoint whose parent was evaluated too, in the order of `results`."
     out = {}
     for ck in results:
         parent = parents.get(ck)
         if parent is None or parent not in results: continue
-        t = paired_read({i: r[0] for i, r in results[parent].items()}, {i: r[0] for i, r in results[ck].items()}, rule)
+        t = paired_read({i: r[0] for i, r in results[parent].items()}, {i: r[0] for i, r in results[ck].items()}, rule, rules)
         out[ck] = t.assign(checkpoint=ck, parent=parent)[['checkpoint', 'parent', *PAIRED_COLUMNS]]
     return out
 
@@ -129,10 +144,11 @@ def read_pair_files(a: Mapping[str, str | Path],   # {instrument: outcomes file 
     return paired_read({i: load_outcomes(a[i], a_name) for i in both}, {i: load_outcomes(b[i], b_name) for i in both}, rule)
 
 def write_paired_read(read: pd.DataFrame, out_dir: str | Path, rule: RegressionRule = RegressionRule(),
-                      stem: str = 'paired') -> dict[str, Path]:
-    "Write `<stem>.csv` (the table) and `<stem>_regressions.json` (the rule and the flagged rows)."
+                      stem: str = 'paired', rules: Mapping = {}) -> dict[str, Path]:
+    "Write `<stem>.csv` (the table) and `<stem>_regressions.json` (the rules and the flagged rows)."
     out = Path(out_dir)
     flagged = json.loads(read[read['regression']].to_json(orient='records'))
     return {'table': atomic_write_text(out / f'{stem}.csv', read.to_csv(index=False)),
             'regressions': atomic_write_text(out / f'{stem}_regressions.json',
-                                             json.dumps({'rule': asdict(rule), 'regressions': flagged}, indent=1))}
+                                             json.dumps({'rule': asdict(rule), 'rules': {i: asdict(r) for i, r in rules.items()},
+                                                         'regressions': flagged}, indent=1))}

@@ -24,9 +24,10 @@ __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'ST
            'RUNNER_PARAMS', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'StageFailed', 'StageResult', 'run_lock',
            'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths',
            'library_modules', 'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes',
-           'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker', 'previous_dir', 'foreign',
-           'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs', 'trusted_carry',
-           'local_kernel_manager', 'run_stage', 'seal_of', 'rerecord', 'StagePlan', 'plan', 'run', 'format_plan']
+           'label_identities', 'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker',
+           'previous_dir', 'foreign', 'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs',
+           'trusted_carry', 'local_kernel_manager', 'run_stage', 'seal_of', 'rerecord', 'StagePlan', 'plan', 'run',
+           'format_plan']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -113,7 +114,8 @@ class Reads:
     "What a stage notebook reads besides the folders of the stages upstream of it, and what of its folder a rerun keeps."
     sections: tuple[str, ...]            # profile sections, with the local files they name
     data: tuple[str, ...] = ()           # project files or folders (from the root) it reads by itself; PROFILE_FILE
-    keep: tuple[str, ...] = ()           # globs in its folder: a person's files or the seal, kept by every rerun
+    keep: tuple[str, ...] = ()           # globs in its folder: files that must not move (the seal), kept by every rerun
+    labels: tuple[str, ...] = ()         # globs in its folder: a person's labels, kept by every rerun and hashed into its key
     reuse: tuple[str, ...] = (PLANS,)    # globs in its folder: caches it checks before use, kept unless forced, dropped when unused
     after: tuple[str, ...] = ()          # notebooks of stages it needs to have run first but does not read: order, not input
 
@@ -132,12 +134,12 @@ STAGE_READS: dict[str, Reads] = {
     'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, arm_adapter('', '*').as_posix())),
     'preregister': Reads(('promotion',), keep=(SEAL_FILE,)),
     'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds'), data=('data/prompts',),  # sft: math decontamination;
-                         keep=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS),                       # the rest: each checkpoint's parent
+                         labels=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS),                     # the rest: each checkpoint's parent
                          after=('preregister',)),      # evaluates after the rule is sealed, never reading the seal
-    'decide':      Reads(('promotion',)),
+    'decide':      Reads(('promotion', 'overrides', 'evals')),   # the sealed rule, a person's overrides beside it, the reads' flags
     'grid':        Reads(('rounds', 'pools')),
-    'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds'), data=('data/prompts',), keep=BLIND_SHEETS),
-    'soups':       Reads(('soups', 'evals', *SERVES, 'rounds'), data=('data/prompts',), keep=(SAFETY_SHEETS, *BLIND_SHEETS),
+    'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=BLIND_SHEETS),
+    'soups':       Reads(('soups', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=(SAFETY_SHEETS, *BLIND_SHEETS),
                          reuse=(PLANS, soup_parent_adapter('', '*').as_posix())),
     'report':      Reads(('evals', 'sft', 'dpo', 'repair', 'rounds', 'pair_read', 'soups'), data=('nbs', 'data/claims', PROFILE_FILE)),
 }
@@ -290,7 +292,7 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
             'sections': {s: fingerprint(getattr(profile, s)) for s in reads.sections},
             'data': data_identities(profile, reads, cache),
             'library': {f.relative_to(pkg).as_posix(): sha256_file(f) for f in library_modules(nb).values()},
-            'upstream': upstream}
+            'upstream': upstream, **({'labels': label_identities(run_dir / stage.name, reads)} if reads.labels else {})}
 
 def key_changes(old: dict | None, new: dict) -> list[str]:
     "In words, what differs between the inputs a manifest recorded and the inputs now (empty: nothing)."
@@ -299,14 +301,21 @@ def key_changes(old: dict | None, new: dict) -> list[str]:
         return [f"its manifest has a key of scheme {old.get('scheme', 1)}{' (the whole profile in every stage)' if 'scheme' not in old else ''}; "
                 f"it runs once to record a scheme-{new['scheme']} key (what the stage reads)"]
     said = []
-    for part, word in (('sections', 'profile section'), ('data', 'data'), ('library', 'library'), ('upstream', 'outputs of')):
-        o, n = old.get(part) or {}, new[part]
+    for part, word in (('sections', 'profile section'), ('data', 'data'), ('library', 'library'), ('upstream', 'outputs of'),
+                       ('labels', "a person's labels")):
+        o, n = old.get(part) or {}, new.get(part) or {}
         changed = sorted(k for k in {*o, *n} if o.get(k) != n.get(k) and k != PROFILE_FILE)
         if changed: said.append(f"{word} {', '.join(changed)}")
         if part == 'data' and o.get(PROFILE_FILE) != n.get(PROFILE_FILE): said.append('the profile file')
     if old.get('notebook') != new['notebook']: said.append('its notebook')
     if old.get('stage') != new['stage']: said.append('its entry in the stage list')
     return [f"changed: {'; '.join(said)}"] if said else []
+
+# %% ../nbs/90_pipeline.ipynb #k002l
+def label_identities(stage_dir: Path, reads: Reads) -> dict:
+    "{path in the folder: sha256} of a person's labels in a stage's folder (its `labels` globs)."
+    stage_dir = Path(stage_dir)
+    return {p.relative_to(stage_dir).as_posix(): sha256_file(p) for g in reads.labels for p in sorted(stage_dir.glob(g)) if p.is_file()}
 
 # %% ../nbs/90_pipeline.ipynb #k005
 RUNNER_PARAMS = ('profile_path', 'stage_dir', 'run_dir', 'arms')   # set by the runner, never by a profile
@@ -453,7 +462,7 @@ def prepare_folder(stage_dir: Path, key: str, reads: Reads, fresh: bool = False,
         if src.exists(): log(f"[{stage_dir.name}] removing {src.name} ({_listing(src)})"); _remove(src, run_dir)
         _move(stage_dir, src, run_dir)
         stage_dir.mkdir()
-        kept = _move_matches(src, stage_dir, reads.keep)
+        kept = _move_matches(src, stage_dir, (*reads.labels, *reads.keep))
         if not fresh: carried = _move_matches(src, stage_dir, reads.reuse)
         if not finished: log(f"[{stage_dir.name}] removing what an unfinished run left ({_listing(src)})"); _remove(src, run_dir)
         log(f"[{stage_dir.name}] starting clean, with {len(kept)} file(s) a person wrote or the seal and {len(carried)} cache(s) it checks itself"
@@ -637,6 +646,8 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
         log(f"[{stage.name}] arms {', '.join(arms)} done in {seconds:.1f}s; the stage finishes when a run without --arm trains the rest")
         return StageResult(stage.name, 'partial', seconds, str(stage_dir), tuple(reasons))
     finish_folder(stage_dir, carried, log)
+    if stage_reads(stage).labels:           # the labels as the finished run leaves them (it may have written the sheets)
+        inputs = {**inputs, 'labels': label_identities(stage_dir, stage_reads(stage))}; key = sha256_json(inputs)
     manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs, 'inputs_sha256': key,
                 'outputs': output_hashes(stage_dir, nb_out.name), 'executed_notebook': nb_out.name,
                 'executed_notebook_sha256': sha256_file(nb_out), 'promotion_seal_sha256': seal_of(run_dir, stage),

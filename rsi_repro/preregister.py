@@ -9,19 +9,19 @@ import json
 import os
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional
 
 from .io import atomic_write_text, portable, read_json, sha256_file, sha256_json, write_jsonl
 from .layout import manifest_near, recorded_sha256
-from .promotion import PromotionRule, kind_of, paired_numbers
+from .promotion import Override, PromotionRule, RuleError, kind_of, paired_numbers
 from .stats import load_outcomes, paired
 
 # %% auto #0
 __all__ = ['SEAL_VERSION', 'MANIFEST_TIME_KEYS', 'SealError', 'Seal', 'read_seal', 'seal', 'result_time', 'check_recorded',
-           'Decision', 'decide', 'write_outcomes']
+           'Decision', 'decide', 'write_outcomes', 'verdicts']
 
 # %% ../nbs/21_preregister.ipynb #c005
 class SealError(ValueError):
@@ -169,23 +169,39 @@ class Decision:
     results: tuple      # one dict per results file: instrument, role, path, sha256, time, source
     decided_at: str
     post_hoc: tuple = ()  # why the verdict is not the pre-registered one (results older than the seal); empty: it is
+    override: Optional[dict] = None   # a person's verdict beside the rule's (`Override.record`); None: the rule's stands
 
     @property
     def preregistered(self) -> bool: return not self.post_hoc
+    @property
+    def rule_verdict(self) -> str: return 'promote' if self.promote else 'keep'
+    @property
+    def verdict(self) -> str: return self.override['verdict'] if self.override else self.rule_verdict   # the one that stands
+
+    def with_override(self, override: Override, where: str) -> Decision:
+        "This decision with a person's override beside the rule's verdict (`where`: the profile key); the rule's untouched."
+        if (override.incumbent, override.candidate) != (self.incumbent, self.candidate):
+            raise RuleError(f"{where}: judges {override.candidate} against {override.incumbent}, not {self.candidate} against {self.incumbent}")
+        return replace(self, override=override.record(self.promote, where))
 
     def headline(self) -> str:
         "The verdict in a line, and when it is post hoc, why, one result file a line."
         line = (f"{'PROMOTE' if self.promote else 'KEEP'} {self.candidate} over {self.incumbent}: rule {self.rule_sha256[:12]}, "
                 f"sealed {self.seal['sealed_at']}")
-        if self.preregistered: return line
-        return '\n  '.join([f"{line}\nPOST HOC, not the pre-registered decision: {len(self.post_hoc)} result file(s) predate the seal:",
-                             *self.post_hoc])
+        if not self.preregistered:
+            line = '\n  '.join([f"{line}\nPOST HOC, not the pre-registered decision: {len(self.post_hoc)} result file(s) predate the seal:",
+                                 *self.post_hoc])
+        if not self.override: return line
+        o = self.override
+        said = f"OVERRIDDEN by {o['by']}: {o['verdict'].upper()}" if o['against_rule'] else f"{o['by']} agrees: {o['verdict'].upper()}"
+        return '\n'.join([line, f"{said} ({o['where']}), because:", *(f"  {i}. {r}" for i, r in enumerate(o['reasons'], 1))])
 
     def to_dict(self) -> dict:
         return {"promote": self.promote, "incumbent": self.incumbent, "candidate": self.candidate,
                 "rule": self.rule, "rule_sha256": self.rule_sha256, "seal": self.seal,
                 "clauses": list(self.clauses), "comparisons": self.comparisons, "results": list(self.results),
-                "decided_at": self.decided_at, "preregistered": self.preregistered, "post_hoc": list(self.post_hoc)}
+                "decided_at": self.decided_at, "preregistered": self.preregistered, "post_hoc": list(self.post_hoc),
+                "rule_verdict": self.rule_verdict, "override": self.override, "verdict": self.verdict}
 
     def write(self, path) -> Path:
         return atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
@@ -197,7 +213,7 @@ class Decision:
                               "value": c["evidence"].get("delta", c["evidence"].get("worst_delta")),
                               "passed": c["passed"]} for c in self.clauses])
 
-
+# %% ../nbs/21_preregister.ipynb #c016h
 def _diff(old: dict, new: dict) -> str:
     oc, nc = old.get("clauses", []), new.get("clauses", [])
     out = [f"clause {i}: sealed {o} -> now {n}" for i, (o, n) in enumerate(zip(oc, nc)) if o != n]
@@ -275,3 +291,15 @@ def write_outcomes(path,          # .jsonl file to write
     rows = [{"id": k, "family": family[k], "passed": bool(v), **({"checkpoint": checkpoint} if checkpoint else {})}
             for k, v in passed.items()]
     return write_jsonl(path, rows)
+
+# %% ../nbs/21_preregister.ipynb #c020q
+def verdicts(decision: Decision) -> 'pd.DataFrame':
+    "The rule's verdict, a person's override with its reasons, and the verdict that stands, side by side."
+    import pandas as pd
+    d, o = decision, decision.override
+    failed = [c["kind"] for c in d.clauses if not c["passed"]]
+    rows = [("the sealed rule", d.rule_verdict, f"failed: {', '.join(failed)}" if failed else "every clause passed")]
+    if o: rows.append((f"override by {o['by']}", o['verdict'], '  '.join(f"{i}. {r}" for i, r in enumerate(o['reasons'], 1))))
+    rows.append(("stands", d.verdict, ("the override" + ("" if o['against_rule'] else " (it agrees with the rule)")) if o
+                 else "the rule (no override)"))
+    return pd.DataFrame(rows, columns=["who", "verdict", "why"]).set_index("who")

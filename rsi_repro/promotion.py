@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, dataclass, fields
-from typing import Mapping
+from typing import Mapping, Optional
 
 from .io import sha256_json
 from .stats import ALL, compare, paired
-from .typed import ProfileError
+from .typed import ProfileError, one_of
 
 # %% auto #0
-__all__ = ['CLAUSES', 'RuleError', 'paired_numbers', 'DeltaAbove', 'DeltaAtLeast', 'NoFamilyCollapse', 'Significant', 'kind_of',
-           'PromotionRule']
+__all__ = ['CLAUSES', 'VERDICTS', 'RuleError', 'paired_numbers', 'DeltaAbove', 'DeltaAtLeast', 'NoFamilyCollapse', 'Significant',
+           'kind_of', 'PromotionRule', 'Override', 'override_for', 'check_overrides']
 
 # %% ../nbs/20a_promotion.ipynb #c005
 class RuleError(ValueError):
@@ -178,3 +178,43 @@ class PromotionRule:
     @property
     def instruments(self) -> tuple:
         return tuple(dict.fromkeys(c.instrument for c in self.clauses))
+
+# %% ../nbs/20a_promotion.ipynb #c011
+VERDICTS = ("keep", "promote")
+
+@dataclass(frozen=True)
+class Override:
+    "A person's verdict on one candidate against one incumbent, beside the sealed rule's, with the reasons written down."
+    incumbent: str
+    candidate: str
+    verdict: str                 # 'keep' (the incumbent stays) or 'promote' (the candidate replaces it)
+    reasons: tuple[str, ...]     # why, one judgement a line; at least one
+    by: str                      # who judged
+
+    def validate(self, where, p):
+        one_of(where, f"{p}.verdict", self.verdict, VERDICTS)
+        for k in ("incumbent", "candidate", "by"):
+            if not getattr(self, k).strip(): raise ProfileError(where, f"{p}.{k}", "must be a non-empty name")
+        if self.incumbent == self.candidate: raise ProfileError(where, p, "incumbent and candidate are the same checkpoint")
+        if not self.reasons: raise ProfileError(where, f"{p}.reasons", "an override needs at least one reason, written down")
+        for i, r in enumerate(self.reasons):
+            if not r.strip(): raise ProfileError(where, f"{p}.reasons[{i}]", "an empty reason")
+
+    def record(self, rule_promotes: bool, where: str) -> dict:
+        "What a decision stores of this override: the verdict, by whom, why, and whether it goes against the rule's."
+        return {"verdict": self.verdict, "by": self.by, "reasons": list(self.reasons), "where": where,
+                "against_rule": (self.verdict == "promote") != bool(rule_promotes)}
+
+
+def override_for(overrides, incumbent: str, candidate: str) -> Optional[tuple[int, Override]]:
+    "(index, override) of the one override of this incumbent and candidate, or None; two for one pair are refused."
+    found = [(i, o) for i, o in enumerate(overrides) if (o.incumbent, o.candidate) == (incumbent, candidate)]
+    if len(found) > 1: raise RuleError(f"overrides[{found[0][0]}] and overrides[{found[1][0]}] both judge {candidate} against {incumbent}")
+    return found[0] if found else None
+
+def check_overrides(overrides, where: str) -> None:
+    "Refuse a profile whose `overrides` judge one incumbent and candidate twice, naming the second."
+    pairs = [(o.incumbent, o.candidate) for o in overrides]
+    for i, pair in enumerate(pairs):
+        if pair in pairs[:i]: raise ProfileError(where, f"overrides[{i}]", f"a second override of {pair[1]} against {pair[0]} "
+                                                 f"(overrides[{pairs.index(pair)}] is the first)")

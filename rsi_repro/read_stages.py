@@ -12,7 +12,7 @@ from .config import Lora, Optim, Profile, ReadSettings
 from .typed import ProfileError, from_dict
 from . import pair_read as pr
 from .evals import SINGLE_TURN_SETS
-from .layout import (BLIND_KEY, BLIND_SHEET, EVAL_STAGES, READ_STAGES, SOUP_TABLES, generations_dir, pair_read_files,
+from .layout import (BLIND_KEY, BLIND_SHEET, EVAL_STAGES, READ_STAGES, SOUP_PREFIX, SOUP_TABLES, soups_dir, generations_dir, pair_read_files,
                               resolve_checkpoint, result_paths, soup_parent_adapter, soups_eval_dir)
 from .io import portable
 from .stats import load_outcomes
@@ -154,11 +154,11 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     cfg, stage_dir = profile.soups, Path(stage_dir)
     parents = seed_parents(profile, stage_dir, report_to)
     ref = ModelRef.from_profile(profile)
-    made = make_soups(ref.base, parents, stage_dir / 'soups', cfg.methods, cfg.svd_rank, ref.revision, ref.dtype)
+    made = make_soups(ref.base, parents, soups_dir(stage_dir), cfg.methods, cfg.svd_rank, ref.revision, ref.dtype)
     for m, folder in made.items(): write_soup_evidence(folder, m, parents, ref.base, ref.revision)
     weights = soup_report(parents, made)
     weights.to_csv(stage_dir / SOUP_TABLES['weights'], index=False)
-    soup_names = {f"soup_{m}": f for m, f in made.items()}
+    soup_names = {f"{SOUP_PREFIX}{m}": f for m, f in made.items()}
     evaluated = {name: evaluate_adapter(profile, name, f, soups_eval_dir(stage_dir), cfg.instruments)
                  for name, f in {**parents, **soup_names}.items()}
     results = {n: r for n, (r, _) in evaluated.items()}

@@ -14,7 +14,7 @@ from .config import Profile
 from .corpora import binarize, chat_messages, check_disjoint, read_band, row_where, write_sft_mix
 from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
 from .io import atomic_write_text, read_jsonl, sha256_file, write_jsonl
-from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
+from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, GRID_STAGE, JUDGEMENT_FILE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
                               pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
 from .pools import read_pool
 from .stats import load_outcomes
@@ -22,9 +22,10 @@ from .train import dpo_reference, is_current, train_dpo, train_sft
 from .typed import ProfileError
 
 # %% auto #0
-__all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_stage', 'read_run_pool',
-           'repair_stage', 'mix_target_report', 'arm_waves', 'round_mixes', 'train_arm', 'rounds_stage', 'pools_stage',
-           'decide_stage', 'decide_paired_read', 'grid_stage']
+__all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
+           'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes',
+           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads', 'decide_stage',
+           'decide_tables', 'decide_paired_read']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -109,32 +110,46 @@ def choose_anchor(audits: 'pd.DataFrame', max_tool_leak_rate: float) -> str:
     return ok.iloc[0].arm
 
 # %% ../nbs/35_recipes.ipynb #c013s1
-def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
-    "Stage 2: train every grid arm, audit each anchor's decoded answers, ship one by the profile's rule."
-    import pandas as pd
+def dpo_arm(profile: Profile, stage_dir: Path, name: str, beta: float, lr: float, lora, optim, pairs_path: Path, warm, prompts,
+            report_to=('tensorboard',),
+            reference: Path | None = None,   # the pairs' reference log-probabilities (`dpo_reference`), shared by the arms
+            ) -> dict:
+    "Train one DPO arm (unless its adapter is current) and audit its decoded answers; its row of the anchor audit."
     from rsi_repro.instruments.text import audit_termination
+    cfg, ref = profile.section('dpo'), ModelRef.from_profile(profile)
+    out = dpo_arm_dir(stage_dir, name) / ADAPTER
+    if not is_current(out, pairs_path, warm, lora, optim, ref, lr=lr, beta=beta, nll_weight=cfg.nll_weight,
+                      **({'reference_sha256': sha256_file(reference)} if reference else {})):
+        train_dpo(ref, profile.base.architecture, pairs_path, lora, optim, out, tag=f"dpo-{name}",
+                  beta=beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=lr, report_to=report_to, reference=reference)
+    reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
+    answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, name) / 'audit')
+    outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {name}")
+    return {'arm': name, 'beta': beta, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha, 'seed': optim.seed,
+            'stop_rate': outcomes.stopped.mean(), 'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)}
+
+def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
+    """Stage 2: train every arm of the beta/lr grid and audit each anchor's decoded answers; then, if the profile asks, search
+    the chosen anchor's rank and seed at its beta and lr (`dpo.rank_seed`); ship one by the profile's rule."""
+    import pandas as pd
     cfg = profile.section('dpo')
     stage_dir = Path(stage_dir)
     pairs_path = stage_dir / 'pairs.jsonl'
     n_pairs = write_preference_pairs(profile, pairs_path)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
-    ref = ModelRef.from_profile(profile)
-    reference = dpo_reference(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, warm_start=warm)   # once, for every arm
+    reference = dpo_reference(ModelRef.from_profile(profile), profile.base.architecture, pairs_path, cfg.lora, cfg.optim,
+                              warm_start=warm)    # once: every arm starts from the same model (a new LoRA adds nothing at step 0)
     prompts = audit_prompts(profile)
-    reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
-    rows = []
-    for arm in cfg.grid:
-        out = dpo_arm_dir(stage_dir, arm.name) / ADAPTER
-        if not is_current(out, pairs_path, warm, cfg.lora, cfg.optim, ref, lr=arm.lr, beta=arm.beta, nll_weight=cfg.nll_weight,
-                          reference_sha256=sha256_file(reference)):
-            train_dpo(ref, profile.base.architecture, pairs_path, cfg.lora, cfg.optim, out, tag=f"dpo-{arm.name}",
-                      beta=arm.beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=arm.lr, report_to=report_to, reference=reference)
-        answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, arm.name) / 'audit')
-        outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {arm.name}")
-        rows.append({'arm': arm.name, 'beta': arm.beta, 'lr': arm.lr, 'stop_rate': outcomes.stopped.mean(),
-                     'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)})
+    arm = lambda name, beta, lr, lora, optim: dpo_arm(profile, stage_dir, name, beta, lr, lora, optim, pairs_path, warm, prompts,
+                                                      report_to, reference)
+    rows = [{**arm(a.name, a.beta, a.lr, cfg.lora, cfg.optim), 'search': 'beta/lr'} for a in cfg.grid]
+    ship = choose_anchor(pd.DataFrame(rows), cfg.max_tool_leak_rate)
+    if cfg.rank_seed:                                 # at the anchor's beta and lr: its rank and seed, against it
+        best = next(r for r in rows if r['arm'] == ship)
+        rows += [{**arm(s.name, best['beta'], best['lr'], replace(cfg.lora, r=s.r, alpha=s.alpha), replace(cfg.optim, seed=s.seed)),
+                  'search': 'rank/seed'} for s in cfg.rank_seed]
+        ship = choose_anchor(pd.DataFrame([r for r in rows if r['arm'] == ship or r['search'] == 'rank/seed']), cfg.max_tool_leak_rate)
     audits = pd.DataFrame(rows)
-    ship = choose_anchor(audits, cfg.max_tool_leak_rate)
     _ship_adapter(dpo_arm_dir(stage_dir, ship) / ADAPTER, stage_dir / ADAPTER)
     audits['shipped'] = audits.arm.eq(ship)
     audits.to_csv(stage_dir / 'anchor_audit.csv', index=False)
@@ -158,10 +173,18 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
     rr = rejection_round(pool, model, profile.serving, cfg.sampling, repair_mix_path(stage_dir).parent, load_tokenizer(model),
                          cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
     out = stage_dir / ADAPTER
-    ev = train_sft(ModelRef.from_profile(profile), profile.base.architecture, rr['mix'].path, cfg.lora, cfg.optim, out,
-                   tag='repair', warm_start=str(parent) if parent else None, report_to=report_to)
+    ev = run_jobs(cfg.executor, cfg.slurm, stage_dir / 'slurm',
+                  [('repair', train_repair, (profile.path, str(stage_dir), str(rr['mix'].path), tuple(report_to)))])['repair']
     target = mix_target_report(cfg.mix_target, rr['mix'].path, ev, stage_dir / 'mix_target.csv')
     return {'keep_rates': rr['keep_rates'], 'mix': rr['mix'], 'evidence': ev, 'adapter': str(out), 'mix_target': target}
+
+def train_repair(profile_path: str, stage_dir: str, mix_path: str, report_to=('tensorboard',)) -> dict:
+    "Train the repair adapter on its mix (a top-level function, so submitit can pickle it for a Slurm job)."
+    from rsi_repro.config import load_profile
+    profile = load_profile(profile_path)
+    cfg, parent = profile.repair, resolve_checkpoint(profile, profile.repair.warm_start)
+    return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix_path, cfg.lora, cfg.optim, Path(stage_dir) / ADAPTER,
+                     tag='repair', warm_start=str(parent) if parent else None, report_to=list(report_to))
 
 def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_csv: str | Path) -> 'pd.DataFrame':
     "The stage's mix (and training run) against the profile's `mix_target`, counted from the mix file; written to `out_csv`."
@@ -217,6 +240,15 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
 
+def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple]) -> dict:
+    "Each (name, function, args) run here, or submitted as one submitit job each (`executor: slurm`) and waited for; {name: result}."
+    if executor != 'slurm': return {name: fn(*args) for name, fn, args in calls}
+    import submitit
+    ex = submitit.AutoExecutor(folder=str(folder), cluster=slurm.get('cluster'))
+    ex.update_parameters(**{k: v for k, v in slurm.items() if k != 'cluster'})
+    jobs = [(name, ex.submit(fn, *args)) for name, fn, args in calls]
+    return {name: job.result() for name, job in jobs}
+
 def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[str]] = None, report_to=('tensorboard',)) -> dict:
     "Stage 4: the round's mixes, then every arm (or the named ones), wave by wave, locally or on Slurm."
     import pandas as pd
@@ -224,14 +256,8 @@ def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[st
     mixes = round_mixes(profile, stage_dir)
     evidence = {}
     for wave in arm_waves(profile, arms):
-        if r.executor == 'slurm':
-            import submitit
-            ex = submitit.AutoExecutor(folder=str(Path(stage_dir) / 'slurm'), cluster=r.slurm.get('cluster'))
-            ex.update_parameters(**{k: v for k, v in r.slurm.items() if k != 'cluster'})
-            jobs = [(a.name, ex.submit(train_arm, profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave]
-            evidence.update({name: job.result() for name, job in jobs})
-        else:
-            evidence.update({a.name: train_arm(profile.path, a.name, str(stage_dir), report_to) for a in wave})
+        evidence.update(run_jobs(r.executor, r.slurm, Path(stage_dir) / 'slurm',
+                                 [(a.name, train_arm, (profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave]))
     table = pd.DataFrame([{'arm': a.name, 'pool': a.pool, 'mix': a.mix, 'init': arm_warm_start(profile, a), 'steps': evidence[a.name]['steps'],
                            'seed': evidence[a.name]['seed'], 'examples_mix': mixes[(a.pool, a.mix)]['mix'].examples,
                            'training_tokens': evidence[a.name]['training_tokens'], 'supervised_tokens': evidence[a.name]['supervised_tokens'],
@@ -265,40 +291,7 @@ def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
     atomic_write_text(out / 'pools.json', json.dumps({'sizes': summary['pools'], 'sha256': hashes, 'second_constraints': second}, indent=2))
     return {'pools': built, 'summary': summary, 'sha256': hashes, 'second_constraints': second}
 
-def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
-                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0],
-                 allow_post_hoc: bool = True):
-    """Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints; writes decision.json. Results
-    older than the seal (a rule re-sealed after the evaluation) give a decision labelled post hoc, or with
-    `allow_post_hoc=False` an error."""
-    from rsi_repro.preregister import decide
-    rule = profile.section('promotion')             # read once, when the profile loaded
-    ours = seal_path is None and incumbent_outcomes is None and candidate_outcomes is None   # the run's own seal and eval outputs
-    seal_path = seal_path or layout.seal_path(profile=profile)
-    path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
-    incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
-    candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
-    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc,
-                      recorded=ours)         # the run's own: each file as its stage's manifest recorded it (given files: when one lists them)
-    decision.write(Path(stage_dir) / DECISION_FILE)
-    paired = decide_paired_read(profile, stage_dir, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
-    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
-            'paired': paired}
-
-def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, incumbent_outcomes: dict,
-                       candidate_outcomes: dict, eval_stage: str = EVAL_STAGES[0]) -> 'pd.DataFrame':
-    "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
-    from rsi_repro.evaluate import INSTRUMENTS
-    from rsi_repro.paired import paired_read, write_paired_read
-    def sources(ck, given):       # the rule's outcome files as the decision read them, the eval stage's for every other instrument
-        found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
-        return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
-    a, b = sources(incumbent, incumbent_outcomes), sources(candidate, candidate_outcomes)
-    read = paired_read({i: load_outcomes(*a[i]) for i in a if i in b}, {i: load_outcomes(*b[i]) for i in a if i in b})
-    read = read.assign(candidate=candidate, incumbent=incumbent)
-    write_paired_read(read, stage_dir)
-    return read
-
+# %% ../nbs/35_recipes.ipynb #c020g
 def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
     "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."
     from rsi_repro import grid
@@ -309,4 +302,92 @@ def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_st
     outcomes, incumbent = {a['cell']: find(a['cell']) for a in arms}, find(champion)
     table = grid.grid_table(arms, outcomes, incumbent)
     table.to_csv(grid_table_path(stage_dir, instrument), index=False)
-    return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent)}
+    prior = grid.grid_prior(table) if len(table) else None
+    spread = grid.seed_spread(table)
+    if prior: atomic_write_text(grid_table_path(stage_dir, instrument, 'grid_prior'), json.dumps(prior, indent=1))
+    spread.to_csv(grid_table_path(stage_dir, instrument, 'seed_spread'), index=False)
+    return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent), 'prior': prior, 'spread': spread}
+
+# %% ../nbs/35_recipes.ipynb #c020r
+def _records(df) -> list[dict]: return json.loads(df.to_json(orient='records'))
+
+def decide_reads(tables: dict,                 # {instrument: (incumbent, candidate) outcomes} (`decide_tables`)
+                 sources: dict,                # {instrument: [incumbent file, candidate file]}, as a reader finds them
+                 stage_dir: str | Path,        # where judgement.json and failure_reasons.csv go
+                 grid_dir: str | Path | None = None,   # the grid stage's folder (None: no grid upstream)
+                 grid_instrument: str = 'h6',
+                 pool: tuple = ('h6', 'probe2'),       # the disjoint instruments pooled
+                 ) -> dict:
+    "The reads beside a decision (pooled, SE, failure reasons, the grid's prior and seed spread), written to judgement.json."
+    import pandas as pd
+    from rsi_repro.judgement import failure_reasons, pooled_read, se_beside
+    from rsi_repro.stats import paired
+    pooled = [i for i in pool if i in tables]
+    reasons = [failure_reasons(a, b).assign(instrument=i) for i, (a, b) in tables.items()]
+    reasons = pd.concat(reasons, ignore_index=True) if reasons else pd.DataFrame(columns=['reason', 'fixed', 'lost', 'discordant', 'instrument'])
+    reasons = reasons[['instrument', 'reason', 'fixed', 'lost', 'discordant']]
+    out = {'pooled': pooled_read({i: tables[i][0] for i in pooled}, {i: tables[i][1] for i in pooled}).to_dict() if len(pooled) > 1 else None,
+           'se': _records(se_beside({i: paired(a, b) for i, (a, b) in tables.items()}).reset_index()),
+           'failure_reasons': _records(reasons), 'sources': sources, 'grid': None, 'grid_prior': None, 'seed_spread': None}
+    if grid_dir is not None:
+        g = Path(grid_dir)
+        prior = grid_table_path(g, grid_instrument, 'grid_prior')
+        out.update(grid=f"{g.name}/{grid_table_path('', grid_instrument).name}",
+                   grid_prior=json.loads(prior.read_text()) if prior.exists() else None,
+                   seed_spread=_records(pd.read_csv(grid_table_path(g, grid_instrument, 'seed_spread'))))
+    reasons.to_csv(Path(stage_dir) / 'failure_reasons.csv', index=False)
+    atomic_write_text(Path(stage_dir) / JUDGEMENT_FILE, json.dumps(out, indent=1))
+    return out
+
+# %% ../nbs/35_recipes.ipynb #c020d
+def _label(profile: Profile) -> str:
+    "The profile's file as a reader names it: from the project root when it is inside it, else its name."
+    path, root = Path(profile.path).resolve(), Path(profile.root).resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+
+def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, seal_path: str | Path | None = None,
+                 incumbent_outcomes: dict | None = None, candidate_outcomes: dict | None = None, eval_stage: str = EVAL_STAGES[0],
+                 allow_post_hoc: bool = True, grid_dir: str | Path | None = None, grid_instrument: str = 'h6'):
+    """Apply the sealed promotion rule to the evaluation stage's outcomes of two checkpoints, set a person's override beside
+    its verdict, write decision.json, and beside it the paired read and the reads the card weighed a candidate by. Results
+    older than the seal give a decision labelled post hoc, or with `allow_post_hoc=False` an error."""
+    from rsi_repro.preregister import decide
+    from rsi_repro.promotion import override_for
+    rule = profile.section('promotion')             # read once, when the profile loaded
+    ours = seal_path is None and incumbent_outcomes is None and candidate_outcomes is None   # the run's own seal and eval outputs
+    seal_path = seal_path or layout.seal_path(profile=profile)
+    path = lambda ck, inst: str(result_paths(profile.run_dir / eval_stage, ck, inst)['outcomes'])
+    incumbent_outcomes = incumbent_outcomes or {i: path(incumbent, i) for i in rule.instruments}
+    candidate_outcomes = candidate_outcomes or {i: path(candidate, i) for i in rule.instruments}
+    decision = decide(rule, seal_path, incumbent_outcomes, candidate_outcomes, incumbent, candidate, post_hoc=allow_post_hoc,
+                      recorded=ours)         # the run's own: each file as its stage's manifest recorded it (given files: when one lists them)
+    if (found := override_for(profile.overrides, incumbent, candidate)) is not None:
+        decision = decision.with_override(found[1], f"{_label(profile)}: overrides[{found[0]}]")
+    decision.write(Path(stage_dir) / DECISION_FILE)
+    tables, sources = decide_tables(profile, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
+    paired = decide_paired_read(profile, stage_dir, incumbent, candidate, tables)
+    grid_dir = Path(grid_dir) if grid_dir else profile.run_dir / GRID_STAGE
+    reads = decide_reads(tables, sources, stage_dir, grid_dir if grid_table_path(grid_dir, grid_instrument).exists() else None, grid_instrument)
+    return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
+            'paired': paired, 'reads': reads}
+
+def decide_tables(profile: Profile, incumbent: str, candidate: str, incumbent_outcomes: dict, candidate_outcomes: dict,
+                  eval_stage: str = EVAL_STAGES[0]) -> tuple[dict, dict]:
+    "({instrument: (incumbent, candidate) outcomes}, {instrument: their two files}): the rule's files as the decision read them, the eval stage's for every other instrument."
+    from rsi_repro.evaluate import INSTRUMENTS
+    def sources(ck, given):
+        found = {i: (p, ck) for i in INSTRUMENTS if (p := result_paths(profile.run_dir / eval_stage, ck, i)['outcomes']).exists()}
+        return {**found, **{i: tuple(v) if isinstance(v, (list, tuple)) else (v, None) for i, v in given.items()}}
+    a, b = sources(incumbent, incumbent_outcomes), sources(candidate, candidate_outcomes)
+    both = [i for i in a if i in b]
+    rel = lambda f: Path(f).resolve().relative_to(profile.run_dir.resolve()).as_posix() if Path(f).resolve().is_relative_to(profile.run_dir.resolve()) else Path(f).name
+    return {i: (load_outcomes(*a[i]), load_outcomes(*b[i])) for i in both}, {i: [rel(a[i][0]), rel(b[i][0])] for i in both}
+
+def decide_paired_read(profile: Profile, stage_dir: str | Path, incumbent: str, candidate: str, tables: dict) -> 'pd.DataFrame':
+    "The candidate against the incumbent on every instrument both were read on, per family (`rsi_repro.paired`), written beside the decision."
+    from rsi_repro.paired import paired_read, write_paired_read
+    rules = dict(profile.evals.flags)
+    read = paired_read({i: a for i, (a, _) in tables.items()}, {i: b for i, (_, b) in tables.items()}, rules=rules)
+    read = read.assign(candidate=candidate, incumbent=incumbent)
+    write_paired_read(read, stage_dir, rules=rules)
+    return read

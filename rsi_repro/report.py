@@ -10,14 +10,15 @@ from pathlib import Path
 import pandas as pd
 
 from .io import atomic_write_text, publishable
-from .layout import GRID_STAGE, MANIFEST, decision_path, grid_table_path
+from .layout import DECIDE_STAGE, GRID_STAGE, MANIFEST, decision_path, grid_table_path, judgement_path, outcomes_path
 from .manifests import read_manifest
 from .pipeline import rerecord, run_lock
 
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'blank_missing', 'relativise',
            'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table',
-           'copy_source', 'grid_heatmap', 'summary_page', 'build_site', 'docs', 'main']
+           'copy_source', 'grid_heatmap', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
+           'eval_reads_section', 'summary_page', 'build_site', 'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -258,24 +259,27 @@ def _ladder_section(profile, site: Path, instruments) -> str:
             f"ancestor on the same prompts ({', '.join(usable)}); every number links to the per-prompt outcomes it was computed from.</p>"
             f"{table}<details><summary>per-prompt files of each step</summary><ul>{files}</ul></details>")
 
-def _decision_section(run_dir: Path, site: Path) -> str:
+def _decision_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
     from rsi_repro import summary
-    try: d = summary.read_decision(run_dir)
-    except FileNotFoundError: return "<h2 id=decision>The decision</h2><p class=muted>No decision in this run (the decide stage has not run).</p>"
-    src = decision_path(run_dir)
+    anchor = 'decision' if stage == DECIDE_STAGE else stage
+    try: d = summary.read_decision(run_dir, stage)
+    except FileNotFoundError: return f"<h2 id={anchor}>The decision</h2><p class=muted>No decision in this run (the {stage} stage has not run).</p>"
+    src = decision_path(run_dir, stage)
     href = copy_source(src, site, src.relative_to(run_dir).as_posix())
+    files = {r['instrument']: source_href(r['path'], site, run_dir) for r in d['results'] if r['role'] == 'candidate'}
     verdict = f"<span class={'yes' if d['promote'] else 'no'}>{'promote' if d['promote'] else 'do not promote'}</span>"
     rows = [{'clause': c['kind'], 'instrument': c['params'].get('instrument', ''), 'test': c['evidence'].get('test', ''),
-             'value': c['evidence'].get('delta', c['evidence'].get('worst_delta', '')), 'passed': c['passed'], '_h': href}
-            for c in d['clauses']]
+             'value': c['evidence'].get('delta', c['evidence'].get('worst_delta', '')),
+             'SE': d['comparisons'].get(c['params'].get('instrument'), {}).get('se', ''), 'passed': c['passed'],
+             '_h': files.get(c['params'].get('instrument'), href)} for c in d['clauses']]
     late = d.get('post_hoc', [])
     warning = ('' if not late else
                f"<p class=no><b>Post hoc, not the pre-registered decision:</b> the rule was sealed at {html.escape(d['seal']['sealed_at'])}, "
                f"after {len(late)} of the results it judges existed.</p><ul>" + ''.join(f"<li>{html.escape(w)}</li>" for w in late) + "</ul>")
-    return (f"<h2 id=decision>The decision</h2><p>The sealed rule, applied to <b>{html.escape(d['candidate'])}</b> against "
-            f"<b>{html.escape(d['incumbent'])}</b>: {verdict}{' (post hoc)' if late else ''} (<a href='{href}'>decision.json</a>, "
-            f"decided {html.escape(d['decided_at'])}).</p>" + warning
-            + html_table(rows, {'value': '_h', 'passed': '_h'}, 'decision'))
+    return (f"<h2 id={anchor}>The decision{'' if stage == DECIDE_STAGE else f' ({html.escape(stage)})'}</h2><p>The sealed rule, applied to "
+            f"<b>{html.escape(d['candidate'])}</b> against <b>{html.escape(d['incumbent'])}</b>: {verdict}{' (post hoc)' if late else ''} "
+            f"(<a href='{href}'>decision.json</a>, decided {html.escape(d['decided_at'])}).</p>" + warning
+            + html_table(rows, {'value': '_h', 'SE': '_h', 'passed': '_h'}, 'decision') + override_block(d))
 
 # %% ../nbs/92_report.ipynb #c014e
 def grid_heatmap(grid: pd.DataFrame, out: Path, instrument: str = 'h6') -> Path:
@@ -302,11 +306,13 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
     href = copy_source(src, site, src.relative_to(run_dir).as_posix())
     if g.empty: return f"<h2 id=grid>The grid ({instrument})</h2><p class=muted>The grid has no arm besides the champion (<a href='{href}'>grid CSV</a>).</p>"
     img = grid_heatmap(g, site / 'assets' / f'grid_{instrument}.png', instrument)
-    rows = [{**r, '_h': href} for r in g.to_dict(orient='records')]
+    arm = lambda cell: source_href(outcomes_path(run_dir, cell, instrument), site, run_dir) if _has_outcomes(run_dir, cell, instrument) else href
+    rows = [{**r, '_h': arm(r['cell'])} for r in g.to_dict(orient='records')]
     alt = f"Heatmap of the {instrument} grid: {len(g)} arm(s) against the champion, colour = Δ, annotated fixed/lost"
     return (f"<h2 id=grid>The grid ({instrument})</h2><p>Every arm against the champion on the same prompts; "
-            f"{int((g.discordant > 0).sum())} of {len(g)} arm(s) differ from the champion on any prompt (<a href='{href}'>grid CSV</a>).</p>"
-            + html_table(rows, {c: '_h' for c in g.columns if c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'fixed/lost', 'p', 'discordant')}, 'grid')
+            f"{int((g.discordant > 0).sum())} of {len(g)} arm(s) differ from the champion on any prompt (<a href='{href}'>grid CSV</a>); "
+            f"each cell's numbers link to that arm's per-prompt outcomes.</p>"
+            + html_table(rows, {c: '_h' for c in g.columns if c not in ('cell', 'mix', 'init')}, 'grid')
             + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>")
 
 # %% ../nbs/92_report.ipynb #c014g
@@ -320,19 +326,22 @@ def _card_section(root: Path, site: Path) -> str:
     return (f"<h2 id=card>The card audit</h2><p>Every figure the seed card reports, recomputed from the counts it rests on "
             f"(<a href='{href}'>claims</a>): {len(table)} figures.</p>"
             + html_table([{**r, '_h': href} for r in counts.to_dict(orient='records')], {c: '_h' for c in counts.columns if c != 'section'}, 'card-counts')
-            + "<details><summary>every figure</summary>" + html_table(table.to_dict(orient='records'), cls='card') + "</details>")
+            + "<details><summary>every figure</summary>" + html_table([{**r, '_h': href} for r in table.to_dict(orient='records')],
+                                                                      {'reported': '_h', 'recomputed': '_h', 'note': '_h'}, 'card') + "</details>")
 
 def _extra_section(run_dir: Path, site: Path) -> str:
     from rsi_repro import summary
     out = []
     for stage, paths in summary.extra_tables(run_dir).items():
         out.append(f"<h2 id={stage}>{ {'pair_read': 'The pair read', 'soups': 'Soups'}.get(stage, stage) }</h2>")
+        if stage == 'pair_read':                      # the read's tally and sign test, never the blind sheet
+            out.append(pair_read_tally(run_dir / stage, site, run_dir)); continue
         for p in paths:
             rel = p.relative_to(run_dir).as_posix()
             href = copy_source(p, site, rel)
             df = pd.read_csv(p)
             out.append(f"<p><a href='{href}'>{html.escape(rel)}</a></p>" + html_table([{**r, '_h': href} for r in df.to_dict(orient='records')],
-                       {c: '_h' for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}))
+                       {c: '_h' for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}, stage))
     return '\n'.join(out)
 
 def _provenance_section(prov: dict, site: Path, profile_path: Path) -> str:
@@ -345,15 +354,113 @@ def _provenance_section(prov: dict, site: Path, profile_path: Path) -> str:
     return ("<section id=provenance><h2>Provenance</h2><table class=provenance>"
             + ''.join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table></section>")
 
+# %% ../nbs/92_report.ipynb #c014j
+def source_href(path, site: Path, run_dir: Path) -> str:
+    "Copy a file a number came from under the site's `data/` (its run-relative path, or `inputs/<name>` from outside the run); its href."
+    p, run_dir = Path(path), Path(run_dir)
+    if not p.is_absolute() and (run_dir / p).exists(): p = run_dir / p
+    rp, rr = p.resolve(), run_dir.resolve()
+    return copy_source(p, site, rp.relative_to(rr).as_posix() if rp.is_relative_to(rr) else f"inputs/{p.name}")
+
+def _has_outcomes(run_dir: Path, checkpoint: str, instrument: str) -> bool:
+    try: outcomes_path(run_dir, checkpoint, instrument); return True
+    except FileNotFoundError: return False
+
+def override_block(d: dict) -> str:
+    "A decision's verdicts side by side (the rule's, a person's override, the one that stands) with the override's reasons."
+    rule = 'promote' if d['promote'] else 'keep'
+    o = d.get('override')
+    if not o: return f"<p>No override: the sealed rule's verdict (<b>{rule}</b>) stands.</p>"
+    rows = [('the sealed rule', rule, 'its clauses, above'), (f"override by {o['by']}", o['verdict'], f"{len(o['reasons'])} reason(s), below"),
+            ('stands', o['verdict'], 'the override, ' + ('against the rule' if o['against_rule'] else 'which agrees with the rule'))]
+    table = ("<table class='verdicts'><tr><th>who</th><th>verdict</th><th>why</th></tr>"
+             + ''.join(f"<tr><td>{html.escape(w)}</td><td><b>{v}</b></td><td>{html.escape(y)}</td></tr>" for w, v, y in rows) + "</table>")
+    return (f"<p class=no><b>Overridden{' against the rule' if o['against_rule'] else ''}:</b> {html.escape(o['by'])} judged "
+            f"<b>{o['verdict']}</b> ({html.escape(o['where'])}); the rule's verdict and every number above are unchanged.</p>"
+            + table + "<ol class=reasons>" + ''.join(f"<li>{html.escape(r)}</li>" for r in o['reasons']) + "</ol>")
+
+def pair_read_tally(stage_dir: Path, site: Path, run_dir: Path) -> str:
+    "A pair read on the front page: who read it, the tally of preferences and the exact sign test, linked to the scored pairs."
+    from rsi_repro import pair_read as pr
+    from rsi_repro.layout import BLIND_SHEET, pair_read_files
+    from rsi_repro.read_stages import read_tables
+    files = pair_read_files(stage_dir)
+    if not files['summary'].exists():
+        return f"<p class=muted>Awaiting labels: the blind sheet ({BLIND_SHEET}) has pairs nobody has labelled yet.</p>"
+    s = json.loads(files['summary'].read_text())
+    href = source_href(files['scored'], site, run_dir)
+    who = ('a SCRIPTED READ (a documented rule, not a person)' if s['annotators'] == [pr.SCRIPTED]
+           else f"read by {html.escape(', '.join(s['annotators']))}")
+    overall, _ = read_tables({'summary': s})
+    rows = [{'pairs': k, **{c: v for c, v in r.items()}, '_h': href} for k, r in overall.to_dict(orient='index').items()]
+    return (f"<p>{html.escape(s['second'])} against {html.escape(s['first'])}, blind, {who}: preferences per pair and the exact "
+            f"sign test on the pairs where one side was preferred (<a href='{href}'>scored pairs</a>).</p>"
+            + html_table(rows, {c: '_h' for c in overall.columns}, 'pair-read'))
+
+# %% ../nbs/92_report.ipynb #c014l
+def judgement_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
+    "The reads beside one decision (`judgement.json`), each number linked to the file it came from; '' for a run without them."
+    from rsi_repro.judgement import describe_reads
+    path = judgement_path(run_dir, stage)
+    if not path.exists(): return ''
+    j = json.loads(path.read_text())
+    jh = copy_source(path, site, path.relative_to(run_dir).as_posix())
+    cand = {i: source_href(pair[1], site, run_dir) for i, pair in j.get('sources', {}).items() if (run_dir / pair[1]).exists()}
+    gh = source_href(j['grid'], site, run_dir) if j.get('grid') and (run_dir / j['grid']).exists() else jh
+    nums = lambda *cols: {c: '_h' for c in cols}
+    out = [f"<h3 id=reads-{stage}>The reads beside the verdict</h3><p>" + html.escape(describe_reads(j)).replace('\n', '<br>') + "</p>"]
+    if (p := j.get('pooled')):
+        out.append(html_table([{'read': 'pooled: ' + ' + '.join(p['instruments']), **{k: p[k] for k in ('n', 'fixed', 'lost', 'delta', 'se', 'p')},
+                                'method': p['method'], '_h': jh}], nums('n', 'fixed', 'lost', 'delta', 'se', 'p'), 'pooled'))
+    out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j.get('se', [])],
+                          nums('n', 'delta', 'se', 'delta_in_se', 'discordance', 'se_null'), 'se'))
+    if j.get('failure_reasons'):
+        out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j['failure_reasons']], nums('fixed', 'lost', 'discordant'), 'failure-reasons'))
+    if j.get('grid_prior'):
+        out.append(html_table([{**j['grid_prior'], '_h': gh}], nums('cells', 'positive', 'negative', 'zero', 'mean_delta', 'sd_delta'), 'grid-prior'))
+    if j.get('seed_spread'):
+        out.append(html_table([{**r, '_h': gh} for r in j['seed_spread']], nums('steps', 'seeds', 'deltas', 'spread'), 'seed-spread'))
+    return '\n'.join(out)
+
+def eval_reads_section(profile, site: Path) -> str:
+    "The math set in halves on each evaluated checkpoint of the lineage; open chat against the parent and an older checkpoint."
+    from rsi_repro import summary
+    from rsi_repro.judgement import halves
+    from rsi_repro.layout import older_of, parent_of
+    from rsi_repro.stats import load_outcomes, paired
+    run_dir, out = profile.run_dir, []
+    try: lineage = summary.lineage(profile)
+    except (KeyError, ValueError): lineage = []
+    rows = []
+    for ck in (c for c in lineage if _has_outcomes(run_dir, c, 'math')):
+        f = outcomes_path(run_dir, ck, 'math'); h = halves(load_outcomes(f, ck))
+        rows.append({'checkpoint': ck, 'n': int(h.loc['all', 'n']), 'first half': h.loc['first half', 'rate'], 'second half': h.loc['second half', 'rate'],
+                     'all': h.loc['all', 'rate'], 'SE (all)': h.loc['all', 'se'], '_h': source_href(f, site, run_dir)})
+    if rows: out.append("<h3 id=math-halves>Math, over the two halves of its set</h3>" + html_table(rows, {c: '_h' for c in rows[0] if c != 'checkpoint'}, 'math-halves'))
+    rows = []
+    for ck in lineage:
+        for kind, other in (('parent', parent_of(profile, ck)), ('older', older_of(profile, ck))):
+            if kind == 'parent' and not older_of(profile, ck): continue       # the ladder reads every parent; here, beside an older one
+            if other and _has_outcomes(run_dir, ck, 'open_chat') and _has_outcomes(run_dir, other, 'open_chat'):
+                fa, fb = outcomes_path(run_dir, other, 'open_chat'), outcomes_path(run_dir, ck, 'open_chat')
+                s = paired(load_outcomes(fa, other), load_outcomes(fb, ck)); source_href(fa, site, run_dir)
+                rows.append({'checkpoint': ck, 'against': f"{other} ({kind})", **{k: getattr(s, k) for k in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')},
+                             '_h': source_href(fb, site, run_dir)})
+    if rows: out.append("<h3 id=older>Open chat, against the parent and an older checkpoint</h3>"
+                        + html_table(rows, {c: '_h' for c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')}, 'older'))
+    return ("<h2 id=evaluation>The evaluation, read as the card read it</h2>" + '\n'.join(out)) if out else ''
+
 # %% ../nbs/92_report.ipynb #c014i
 def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination', 'open_chat')) -> str:
-    "The front page's body: decision, ladder, grid, card audit, pair read and soups when present, provenance."
+    "The front page's body: each decision with the reads beside it, ladder, grid, the evaluation's halves and older reads, card audit, pair read and soups when present, provenance."
     from rsi_repro import summary
     run_dir = profile.run_dir
+    decisions = [s.name for s in profile.stages if s.notebook == 'decide'] or [DECIDE_STAGE]
     parts = [f"<h1>rsi_repro: what run <code>{html.escape(profile.run)}</code> found</h1>",
              "<p>The instruction-following repair study, rerun: the sealed promotion rule's decision, the ladder of paired comparisons "
              "from the base to the champion, the grid of arms, and the audit of the seed card's figures.</p>",
-             _decision_section(run_dir, site), _ladder_section(profile, site, instruments), _grid_section(run_dir, site),
+             *(part for s in decisions for part in (_decision_section(run_dir, site, s), judgement_section(run_dir, site, s))),
+             _ladder_section(profile, site, instruments), _grid_section(run_dir, site), eval_reads_section(profile, site),
              _card_section(Path(profile.root), site), _extra_section(run_dir, site),
              _provenance_section(summary.provenance(profile), site, Path(profile.path))]
     return '\n'.join(parts)

@@ -12,13 +12,13 @@ from typing import Sequence
 import pandas as pd
 
 from .config import Profile
-from .layout import (DECIDE_STAGE, EVAL_STAGES, GRID_STAGE, READ_STAGES, decision_path, grid_table_path, outcomes_path,
+from .layout import (DECIDE_STAGE, EVAL_STAGES, GRID_STAGE, READ_STAGES, decision_path, grid_table_path, judgement_path, outcomes_path,
                               parent_of)
 from .io import package_versions, sha256_file
 from .stats import load_outcomes, paired
 
 # %% auto #0
-__all__ = ['lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'grid_discordance', 'read_decision',
+__all__ = ['lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'all_rates', 'grid_discordance', 'read_decision',
            'study_summary', 'ladder_sources', 'provenance', 'extra_tables']
 
 # %% ../nbs/93_summary.ipynb #c004
@@ -72,6 +72,18 @@ def ladder_markdown(lad: pd.DataFrame) -> str:
         lines.append(f"| {r.step} | {r.instrument} | {r.n} | {r.rate_parent:.3f} | {r.rate:.3f} | {r.delta:+.3f} | {r.fixed} / {r.lost} | {r.p:.3g} |")
     return '\n'.join(lines)
 
+# %% ../nbs/93_summary.ipynb #c006r
+def all_rates(profile: Profile, stages: Sequence[str] = EVAL_STAGES, checkpoint: str | None = None) -> pd.DataFrame:
+    "Pass rate of every checkpoint of the lineage (rows) on every instrument of `evals.instruments` it was evaluated on (columns)."
+    cks, out = lineage(profile, checkpoint), {}
+    for inst in profile.evals.instruments:
+        col = {}
+        for ck in cks:
+            try: col[ck] = float(_outcomes(profile, ck, inst, stages)['passed'].mean())
+            except FileNotFoundError: pass
+        if col: out[inst] = col
+    return pd.DataFrame(out, index=cks, columns=list(out)).rename_axis('checkpoint')
+
 # %% ../nbs/93_summary.ipynb #c008
 def grid_discordance(run_dir: str | Path, instrument: str = 'h6', stage: str = GRID_STAGE) -> pd.DataFrame:
     "The grid table of one instrument with its discordant count (fixed + lost) per arm."
@@ -87,7 +99,7 @@ def read_decision(run_dir: str | Path, stage: str = DECIDE_STAGE) -> dict:
     return json.loads(path.read_text())
 
 def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2')) -> dict:
-    "Everything the front page states, as plain JSON-able data: ladder, rates, grid discordance, decision."
+    "Everything the front page states, as plain JSON-able data: ladder, rates, grid discordance, decision and the reads beside it."
     lad = ladder(profile, instruments)
     out = {'run': profile.run, 'lineage': lineage(profile), 'ladder': lad.to_dict(orient='records'),
            'rates': rates(profile, instruments).reset_index().to_dict(orient='records')}
@@ -96,6 +108,8 @@ def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'
         out['grid'] = g.to_dict(orient='records')
         out['grid_cells_with_discordance'] = int((g.discordant > 0).sum())
     if decision_path(profile.run_dir).exists(): out['decision'] = read_decision(profile.run_dir)
+    if judgement_path(profile.run_dir).exists(): out['judgement'] = json.loads(judgement_path(profile.run_dir).read_text())
+    out['all_rates'] = all_rates(profile).reset_index().to_dict(orient='records')
     out['provenance'] = provenance(profile)
     return out
 

@@ -85,8 +85,8 @@ stages:
   - {{name: preregister, notebook: preregister}}
   - {{name: eval, notebook: eval, needs: [preregister, pools, repair, rounds]}}
   - {{name: eval_arms, notebook: eval, needs: [preregister, pools, rounds], params: {{checkpoints: [v741], instruments: [h6]}}}}
-  - {{name: decide, notebook: decide, needs: [preregister, eval]}}
   - {{name: grid, notebook: grid, needs: [eval, eval_arms], params: {{eval_stages: [eval_arms, eval]}}}}
+  - {{name: decide, notebook: decide, needs: [preregister, eval, grid]}}
   - {{name: pair_read, notebook: pair_read, needs: [eval]}}
   - {{name: soups, notebook: soups, needs: [repair]}}
   - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}

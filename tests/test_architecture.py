@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval", "stats", "chat")),
     ("settings", ("evals", "promotion", "config")),
     ("run layout and model-free tools", ("layout", "compute", "pools", "preregister", "manifests")),
-    ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid",
+    ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
                                   "summary")),
     ("models", ("generate", "tiny", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),

@@ -123,3 +123,63 @@ def test_a_rule_resealed_after_its_results_gives_a_decision_labelled_post_hoc(tm
     assert "POST HOC, not the pre-registered decision: 4 result file(s) predate the seal" in out.read_text()
     page = _decision_section(tmp_path, tmp_path / "site")
     assert "do not promote</span> (post hoc)" in page and "Post hoc, not the pre-registered decision" in page
+
+
+def test_the_nemotron_profile_expresses_the_cards_v749_episode(tmp_path):
+    """The card's v749: the sealed rule passes it (H6 37 fixed / 36 lost, probe2 102 / 83, from the claims file) and the
+    profile's override keeps the incumbent for three reasons. decision.json, the decide page and the site's front page
+    show the rule's verdict, the override and the reasons side by side; beside them, the reads the card weighed v749
+    by, from the same counts: pooled 139 / 119 with its exact p, the SE beside each delta, the failure-reason table, and
+    the grid's prior and seed spread from the card's nine cells."""
+    import pandas as pd
+    from rsi_repro import grid
+    from rsi_repro.card_audit import load_claims, printed
+    from rsi_repro.layout import grid_table_path
+    from rsi_repro.report import _decision_section, judgement_section
+    from rsi_repro.stats import sign_test
+    data = yaml.safe_load((ROOT / "configs" / "nemotron.yaml").read_text())
+    data.update(stages=[], prompts={})                      # the decide stage reads the rule, the overrides and evals' flags
+    profile = tmp_path / "nemotron.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    seal_path = tmp_path / "preregister" / "promotion.seal.json"
+    _run("preregister", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "preregister"), run_dir=str(tmp_path),
+         seal_path=str(seal_path))
+    claims = load_claims(ROOT / "data" / "claims" / "seed_card.yaml")
+    inc, cand = {}, {}
+    for inst, claim, rate_a in (("h6", claims["v749"], "0.8344"), ("probe2", claims["v749_probe2_1200"], "0.7133")):
+        f, l, n = claim["counts"]["fixed"], claim["counts"]["lost"], claim["n"]
+        tied = round(printed(rate_a)[0] * n) - l                       # the incumbent's rate: v6141's on H6, the card's 0.7133 on probe2
+        a, b = pair_from_counts(f, l, tied, n - f - l - tied, prefix=f"{inst}-")
+        fam = {k: f"fam{i % 12}" for i, k in enumerate(a.index)}
+        inc[inst] = str(write_outcomes(tmp_path / "eval" / "v6141" / f"{inst}.outcomes.jsonl", a, fam, "v6141"))
+        cand[inst] = str(write_outcomes(tmp_path / "eval" / "v749" / f"{inst}.outcomes.jsonl", b, fam, "v749"))
+    cells = pd.DataFrame([{"cell": c, **claims[c]["arm"], "seed": i, "delta": printed(claims[c]["reported"]["delta"])[0]}
+                          for i, c in enumerate(claims["grid_smallest_p"]["cells"])])
+    (tmp_path / "grid").mkdir()
+    cells.to_csv(grid_table_path(tmp_path / "grid", "h6"), index=False)
+    grid_table_path(tmp_path / "grid", "h6", "grid_prior").write_text(json.dumps(grid.grid_prior(cells)))
+    grid.seed_spread(cells).to_csv(grid_table_path(tmp_path / "grid", "h6", "seed_spread"), index=False)
+    stage = tmp_path / "decide_v749"
+    stage.mkdir()
+    page = _run("decide", tmp_path, profile_path=str(profile), stage_dir=str(stage), run_dir=str(tmp_path), seal_path=str(seal_path),
+                incumbent="v6141", candidate="v749", incumbent_outcomes=inc, candidate_outcomes=cand, grid_dir=str(tmp_path / "grid"))
+    d = json.loads((stage / "decision.json").read_text())
+    reasons = data["overrides"][0]["reasons"]
+    assert [c["passed"] for c in d["clauses"]] == [True, True, True] and d["promote"] is True and d["rule_verdict"] == "promote"
+    assert d["verdict"] == "keep" and d["override"]["against_rule"] is True and d["override"]["reasons"] == reasons and len(reasons) == 3
+    sealed = json.loads(seal_path.read_text())                # the override rewrites nothing the rule decided
+    assert d["override"]["where"] == "nemotron.yaml: overrides[0]" and (d["rule"], d["rule_sha256"]) == (sealed["rule"], sealed["rule_sha256"])
+    j = json.loads((stage / "judgement.json").read_text())
+    assert (j["pooled"]["fixed"], j["pooled"]["lost"], j["pooled"]["p"]) == (139, 119, sign_test(139, 119))
+    assert {r["instrument"]: r["n"] for r in j["se"]} == {"h6": 1600, "probe2": 1200} and all(r["se"] > 0 for r in j["se"])
+    assert {(r["instrument"], r["fixed"], r["lost"]) for r in j["failure_reasons"]} == {("h6", 37, 36), ("probe2", 102, 83)}
+    assert (j["grid_prior"]["cells"], j["grid_prior"]["positive"], j["grid_prior"]["negative"]) == (9, 3, 6)
+    assert [s["cells"] for s in j["seed_spread"]] == ["v741/v742", "v743/v744", "v747/v748"]
+    text = page.read_text()                                   # the decide page: both verdicts, the reasons, the pooled read
+    assert "OVERRIDDEN by the card's author: KEEP (nemotron.yaml: overrides[0]), because:" in text
+    assert all(json.dumps(r)[1:40] in text for r in reasons) and "139 fixed / 119 lost" in text
+    front = _decision_section(tmp_path, tmp_path / "site", "decide_v749") + judgement_section(tmp_path, tmp_path / "site", "decide_v749")
+    assert "<span class=yes>promote</span>" in front and "<b>Overridden against the rule:</b>" in front
+    assert "<td>stands</td><td><b>keep</b></td>" in front and front.count("<li>") == 3
+    assert all(__import__("html").escape(r) in front for r in reasons)
+    assert "<a href='data/eval/v749/h6.outcomes.jsonl'>" in front and "139 fixed / 119 lost" in front

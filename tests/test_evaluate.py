@@ -123,3 +123,26 @@ def test_bad_settings_name_the_key(tmp_path):
         ev.generation_set(tiny_profile({'code': {'n': 999}}), 'code', tmp_path)
     with pytest.raises(FileNotFoundError, match='run the pools stage'):
         ev.generation_set(tiny_profile({'h6': {'pool': str(tmp_path / 'none.jsonl')}}), 'h6', tmp_path)
+
+
+def test_a_new_version_of_a_checkpoint_carries_the_labels_whose_answer_is_unchanged_and_names_the_rest(run, tmp_path):
+    """A person labelled the safety sheet of one version of `base`; the next version (another identity, here the same
+    answers but one) gets its own sheet with the labels whose answer it still gives, and the refused one is named."""
+    import shutil
+    import pandas as pd
+    from rsi_repro.instruments.safety import response_sha256
+    from rsi_repro.layout import refused_labels_path
+    profile, out, _ = run
+    ck_dir = tmp_path / 'base'
+    shutil.copytree(out / 'base', ck_dir)
+    identity = json.loads(result_paths(out, 'base', 'safety')['meta'].read_text())['identity']
+    old = ck_dir / 'safety.v0.adjudication.csv'
+    adjudication_sheet(ck_dir, identity).rename(old)
+    sheet = pd.read_csv(old, dtype=str, keep_default_na=False)
+    sheet['label'] = 'full_refusal'
+    sheet.loc[1, 'response_sha256'] = response_sha256('an answer this version no longer gives')
+    sheet.to_csv(old, index=False)
+    outcomes, summary = ev.eval_safety(profile, ev.Checkpoint.from_profile(profile, 'base', progress=False), ck_dir)
+    assert summary.set_index('family').loc[ALL, 'n_adjudicated'] == SIZES['safety'] - 1       # carried where the answer is the same
+    refused = pd.read_csv(refused_labels_path(ck_dir, identity))
+    assert refused[['line', 'id', 'why']].values.tolist() == [['safety.v0.adjudication.csv:3', sheet.loc[1, 'id'], 'the answer it judged changed']]

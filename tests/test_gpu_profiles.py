@@ -21,6 +21,7 @@ def test_gpu_smoke_takes_the_nemotron_profiles_code_paths_on_a_nemotron_h_base()
         assert (n.micro_batch_fit, n.length_grouping, n.lora_compute, n.activation_checkpointing) == (True, True, 'bf16', 'auto')
     assert smoke.serving.backend == 'vllm' and smoke.serving.merge_lora and not smoke.serving.vllm.batch_invariant
     assert [s.name for s in smoke.stages] == [s.name for s in nemo.stages]         # every stage the nemotron profile runs
+    assert nemo.repair.executor == nemo.rounds.executor == 'slurm' and smoke.repair.executor == smoke.rounds.executor == 'local'   # one node, no Slurm
     assert smoke.compute.env['NCCL_NVLS_ENABLE'] == '0'
     cfg = json.loads((ROOT / 'data/nemotron_h_small/config.json').read_text())
     assert cfg['model_type'] == 'nemotron_h'

@@ -174,7 +174,7 @@ def outcome_digest(run_dir: Path) -> str:
 
 
 def test_single_and_double_mixes_are_different_draws(profile_path, first_run):
-    "The doubled mix is a second, independent draw: its own sha256 and about twice the single mix's examples."
+    "The doubled mix is the single mix's draw plus a second draw of the same pool: its own sha256 and about twice the examples."
     prof = load_profile(profile_path)
     mixes = prof.run_dir / 'rounds' / 'mixes' / 'r6'
     single, double = (json.loads((mixes / f'mix_x{k}.json').read_text()) for k in (1, 2))
@@ -359,4 +359,65 @@ def test_a_rerun_leaves_no_artifact_of_an_earlier_run(profile_path, first_run):
     grid = load_profile(profile_path).run_dir / 'grid'
     (grid / 'grid_probe2.csv').write_text('cell,delta\nv741,0.5\n')
     assert [r.status for r in run(profile_path, only=['grid'], force=['grid'], log=lambda *a: None)] == ['ran']
-    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv']
+    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv', 'grid_prior_h6.json', 'seed_spread_h6.csv']
+
+
+# --- every number on the front page links to the file it came from, and a browser follows one link of each kind ---
+_NUMBER = re.compile(r'^[-+−]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?%?(/[-+−]?(\d[\d,]*\.?\d*|\.\d+)(e[-+]?\d+)?)*$')
+
+
+class _Cells(HTMLParser):
+    "Every table cell of a page: (table class, text, hrefs of the links inside it)."
+    def __init__(self):
+        super().__init__(); self.cells, self._table, self._cell = [], [], None
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == 'table': self._table.append(a.get('class') or '')
+        elif tag == 'td': self._cell = ['', []]
+        elif tag == 'a' and self._cell is not None: self._cell[1].append(a.get('href', ''))
+    def handle_endtag(self, tag):
+        if tag == 'td' and self._cell is not None:
+            self.cells.append((self._table[-1] if self._table else '', self._cell[0].strip(), self._cell[1])); self._cell = None
+        elif tag == 'table' and self._table: self._table.pop()
+    def handle_data(self, data):
+        if self._cell is not None: self._cell[0] += data
+
+
+def _front_cells(site):
+    p = _Cells(); p.feed((site / 'index.html').read_text()); return p.cells
+
+
+def test_every_number_in_the_front_pages_tables_links_to_a_file_under_data(site):
+    cells = _front_cells(site)
+    numbers = [(t, text, hrefs) for t, text, hrefs in cells if _NUMBER.match(text)]
+    bare = [(t, text) for t, text, hrefs in numbers if not hrefs or not all(h.startswith('data/') for h in hrefs)]
+    assert numbers and not bare, f"numbers on the front page that link to no file under data/: {bare[:10]}"
+    assert all((site / h).is_file() for _, _, hrefs in numbers for h in hrefs)
+    kinds = {t for t, _, _ in numbers}
+    assert {'decision', 'ladder', 'grid', 'se', 'pooled', 'grid-prior', 'math-halves', 'card-counts', 'card', 'pair-read'} <= kinds, kinds
+    front = (site / 'index.html').read_text()
+    assert 'pair_read/sheet.csv' not in front and "<table class='pair-read'>" in front   # the pair read's tally and sign p, not its blind sheet
+    clause_files = {h for t, _, hrefs in cells if t == 'decision' for h in hrefs}      # a clause links to the candidate's per-prompt file
+    assert clause_files and all(h.endswith('.outcomes.jsonl') and '/v6141/' in h for h in clause_files), clause_files
+    grid_files = {h for t, _, hrefs in cells if t == 'grid' for h in hrefs}
+    assert grid_files == {'data/eval_arms/v741/h6.outcomes.jsonl'}, grid_files
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed (Debian: apt-get install -y chromium; .ci/run installs it)")
+def test_a_browser_clicks_one_link_of_each_kind_on_the_front_page(site, tmp_path):
+    "Headless Chromium opens the front page from disk and clicks, with the mouse, the first link of every table: each leads to its file under data/."
+    from cdp import Browser
+    kinds = sorted({t for t, _, hrefs in _front_cells(site) if hrefs and t})
+    browser = Browser(CHROMIUM, tmp_path / 'profile', tmp_path / 'downloads')
+    try:
+        front = (site / 'index.html').resolve().as_uri()
+        tab = browser.page(front)
+        for kind in kinds:
+            browser.evaluate(tab, "document.querySelectorAll('details').forEach(d => d.open = true)")   # a reader opens 'every figure'
+            href = browser.evaluate(tab, f"document.querySelector('table.{kind} a').getAttribute('href')")
+            landed = browser.click(tab, f"table.{kind} a")
+            assert landed == (site / href).resolve().as_uri() and (site / href).stat().st_size > 0, (kind, href, landed)
+            browser.goto(tab, front)
+    finally:
+        browser.close()
+    assert {'decision', 'ladder', 'grid', 'se', 'pair-read'} <= set(kinds), kinds

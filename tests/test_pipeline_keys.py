@@ -98,13 +98,27 @@ def test_an_evaluation_still_waits_for_the_seal(finished):
 
 
 def test_changing_one_instrument_reruns_the_evaluations_not_training(finished):
-    "evals.code.n is read by the stages that evaluate (eval, eval_arms, soups) or read evaluation settings (pair_read, report)."
+    """evals.code.n is read by the stages that evaluate (eval, eval_arms, soups) or read evaluation settings (decide: the
+    flags of its paired read; pair_read, report)."""
     _write("evals: {code: {n: 6}}\n")
     steps = _plan(finished)
-    assert _reading(steps, 'evals') == {'eval', 'eval_arms', 'pair_read', 'soups', 'report'}
+    assert _reading(steps, 'evals') == {'eval', 'eval_arms', 'decide', 'pair_read', 'soups', 'report'}
     assert _running(steps) == {'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'soups', 'report'}
-    assert steps['decide'].reasons == ('upstream eval reruns',)
+    assert steps['decide'].reasons[0].startswith('upstream eval')
     assert not _running(steps) & (TRAINING | {'serve', 'pools', 'preregister'})
+
+
+def test_a_persons_labels_are_part_of_the_key_of_the_stage_they_sit_in(finished):
+    """A safety adjudication or a blind-sheet label written after a run reruns the stage whose folder holds it (and what
+    reads it) on a plain run, saying why; the stage beside it (eval_arms, the same notebook) does not."""
+    run_dir = load_profile(finished).run_dir
+    (run_dir / 'eval' / 'v6141').mkdir()
+    (run_dir / 'eval' / 'v6141' / 'safety.ab12.adjudication.csv').write_text('id,sample,response_sha256,label\ns1,0,x,full_refusal\n')
+    (run_dir / 'pair_read' / 'sheet.csv').write_text('pair,label\n1,A\n')
+    steps = _plan(finished)
+    assert steps['eval'].reasons == ("changed: a person's labels v6141/safety.ab12.adjudication.csv",)
+    assert steps['pair_read'].reasons == ('upstream eval reruns', "changed: a person's labels sheet.csv")
+    assert steps['eval_arms'].action == 'skip' and not _running(steps) & (TRAINING | {'preregister'})
 
 
 def test_changing_a_training_stage_reruns_it_and_what_is_downstream_only(finished):

@@ -62,7 +62,7 @@ def test_arm_waves_put_champion_warm_starts_after_the_champion():
     from rsi_repro.recipes import arm_waves
     p = load_profile(TINY)
     waves = [[a.name for a in w] for w in arm_waves(p)]
-    assert waves == [['v6141', 'v741', 'v743'], ['v747', 'v749']]
+    assert waves == [['v6141', 'v741', 'v743', 'v742'], ['v747', 'v749']]
     assert arm_warm_start(p, p.rounds.arms[1]) == 'repair' and arm_warm_start(p, p.rounds.arms[3]) == 'v6141'
     assert [[a.name for a in w] for w in arm_waves(p, ['v749'])] == [['v749']]
     with pytest.raises(KeyError, match="unknown arm"): arm_waves(p, ['v999'])
@@ -104,6 +104,30 @@ def test_slurm_executor_submits_through_submitit(tmp_path, monkeypatch):
     assert rep.loc['examples', ['target', 'reached']].tolist() == [6845, 3]
     assert rep.loc['tokens', 'reached'] == 3 * (2 + 2 + 2 + 5) and rep.loc['supervised_tokens', 'reached'] == 3 * 5
     assert rep.loc['trained_tokens', ['target', 'reached']].tolist() == [6_300_000, 10]
+
+
+def test_the_repair_stage_trains_on_slurm_when_its_executor_says_so(tmp_path, monkeypatch):
+    "The card's stage 3 ran as a Slurm job: `repair.executor: slurm` sends the training through submitit (its debug cluster here)."
+    from rsi_repro import recipes, rejection
+    from rsi_repro.corpora import write_sft_mix
+    from rsi_repro.io import sha256_file
+    calls = []
+    mix = write_sft_mix([(f"e{i}", chat(f"question {i}", "an answer of five words")) for i in range(3)], WordTemplate(), 64,
+                        tmp_path / 'sampling' / 'mix_x1.npz')
+    done = {'training_tokens': 10, 'supervised_tokens': 5, 'dataset_sha256': sha256_file(mix.path)}
+    monkeypatch.setattr(rejection, 'rejection_round', lambda *a, **k: {'keep_rates': None, 'mix': mix})
+    monkeypatch.setattr(recipes, 'read_run_pool', lambda profile, name: [])
+    monkeypatch.setattr(recipes, 'resolve_checkpoint', lambda profile, name: None)
+    monkeypatch.setattr(recipes, 'load_tokenizer', lambda model: WordTemplate())
+    def fake_train_repair(profile_path, stage_dir, mix_path, report_to):
+        calls.append((Path(stage_dir), Path(mix_path)))
+        return done
+    monkeypatch.setattr(recipes, 'train_repair', fake_train_repair)
+    p = load_profile(TINY)
+    for executor, slurm in (('slurm', {'cluster': 'debug', 'timeout_min': 5}), ('local', {})):
+        out = recipes.repair_stage(replace(p, repair=replace(p.repair, executor=executor, slurm=slurm)), tmp_path)
+        assert out['evidence'] == done
+    assert calls == [(tmp_path, Path(mix.path))] * 2 and (tmp_path / 'slurm').is_dir()        # one submitit job, then the same call here
 
 
 class WordTemplate:

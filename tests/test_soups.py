@@ -111,3 +111,27 @@ def test_uniform_soup_is_a_warm_start_for_training(built):
         mod = net.base_model.model.model.layers[1].self_attn.v_proj
         got = mod.get_delta_weight('default').double()
         assert torch.allclose(got, want['base_model.model.model.layers.1.self_attn.v_proj'], atol=1e-6), lora
+
+
+def test_a_soup_is_a_checkpoint_a_stage_warm_starts_from(built, tmp_path):
+    """The card's lineage holds a soup of stage-3 seeds. `soup_<method>` names a soup the soups stage wrote, so a stage or
+    an arm can warm-start from it like from any adapter; the SVD soup keeps the parents' rank, which a rank-8 run takes."""
+    import shutil
+    from dataclasses import replace
+    from rsi_repro.config import Lora, Optim, load_profile
+    from rsi_repro.corpora import chat_messages, write_sft_mix
+    from rsi_repro.generate import ModelRef, load_tokenizer
+    from rsi_repro.io import read_jsonl
+    from rsi_repro.layout import parent_of, resolve_checkpoint, soup_adapter
+    from rsi_repro.train import train_sft
+    prof = replace(load_profile(ROOT / 'configs' / 'tiny.yaml'), root=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="soup 'soup_svd' has no adapter"): resolve_checkpoint(prof, 'soup_svd')
+    parents, made = built
+    shutil.copytree(made['svd'], soup_adapter(prof.run_dir / 'soups', 'svd'))
+    warm = resolve_checkpoint(prof, 'soup_svd')
+    assert warm == soup_adapter(prof.run_dir / 'soups', 'svd') and parent_of(prof, 'soup_svd') is None
+    rows = read_jsonl(ROOT / 'data/corpora/tulu_sample.jsonl')[:4]
+    mix = write_sft_mix([(r['id'], chat_messages(r, r['id'])) for r in rows], load_tokenizer(ModelRef(BASE)), 256, tmp_path / 'mix.npz')
+    ev = train_sft(ModelRef(BASE), 'llama', mix.path, Lora(r=8, alpha=16), Optim(lr=1e-3, micro_batch=2, grad_accum=1, seq_len=256, seed=1, steps=1),
+                   tmp_path / 'arm', tag='from-soup', warm_start=str(warm), report_to=[])
+    assert ev['warm_start'] == str(warm) and ev['warm_start_identity'] and (tmp_path / 'arm' / 'adapter_config.json').exists()

@@ -164,3 +164,17 @@ def test_a_fresh_adapter_starts_from_the_same_weights_in_every_process():
             for _ in range(2)]
     assert runs[0][1] != runs[1][1]          # the generator started differently in the two processes ...
     assert runs[0][0] == runs[1][0]          # ... and the adapter is the same
+
+
+def test_the_head_trains_at_lr_because_no_head_weight_trains(tmp_path):
+    """The card's stage 4 gives "lr 1.6e-5 (head lr 1.6e-5)": one rate. Here every trainable weight is a LoRA matrix on
+    the architecture's target modules, none of them the LM head or the embeddings, and the trainer has one learning
+    rate: the head lr of the card is the profile's lr, with nothing separate to set."""
+    from rsi_repro.train import LORA_TARGETS, load_for_training, trainer_kwargs
+    net = load_for_training(BASE, Lora(r=4, alpha=8), 'llama')
+    trainable = [n for n, p in net.named_parameters() if p.requires_grad]
+    assert trainable and all('lora_' in n for n in trainable)
+    assert not [n for n in trainable if 'lm_head' in n or 'embed' in n]
+    assert not {'lm_head', 'embed_tokens'} & {m for ms in LORA_TARGETS.values() for m in ms}
+    kw = trainer_kwargs(Optim(lr=1.6e-5, micro_batch=2, grad_accum=24, seq_len=2048, seed=203, steps=400), tmp_path)
+    assert kw['learning_rate'] == 1.6e-5 and not any('head' in k for k in kw)

@@ -12,9 +12,9 @@ from ..io import atomic_write_text, sha256_text
 from .text import generation_table, GenerationRowsError, summarise
 
 # %% auto #0
-__all__ = ['SCREEN_VERSION', 'LABELS', 'OPENING_CHARS', 'REFUSAL_CUES', 'COMPLY_TURN_CUES', 'SHEET_COLUMNS', 'screen_refusal',
-           'AdjudicationError', 'response_sha256', 'write_adjudication_sheet', 'read_adjudication_sheet',
-           'score_safety', 'screen_disagreements']
+__all__ = ['SCREEN_VERSION', 'LABELS', 'OPENING_CHARS', 'REFUSAL_CUES', 'COMPLY_TURN_CUES', 'SHEET_COLUMNS', 'REFUSED_COLUMNS',
+           'screen_refusal', 'AdjudicationError', 'response_sha256', 'write_adjudication_sheet',
+           'read_adjudication_sheet', 'score_safety', 'screen_disagreements', 'carry_labels']
 
 # %% ../../nbs/43_instruments_safety.ipynb #c004
 SCREEN_VERSION = 'refusal-screen/1.0'
@@ -68,9 +68,11 @@ def write_adjudication_sheet(prompts: pd.DataFrame,  # safety prompt set
                              rows,                    # generation rows of one checkpoint
                              path: str | Path,        # CSV to create (must not exist)
                              checkpoint: str = '',    # name written into each line
+                             labels: pd.DataFrame | None = None,   # (id, sample, label, note) to carry in (`carry_labels`)
                              ) -> Path:
-    "Write a CSV for hand adjudication (labels empty), atomically, refusing to overwrite an existing sheet."
+    "Write a CSV for hand adjudication (labels empty, or carried), atomically, refusing to overwrite an existing sheet."
     path = Path(path)
+    given = {} if labels is None else {(r.id, int(r.sample)): (r.label, r.note) for r in labels.itertuples()}
     if path.exists(): raise AdjudicationError(f"{path}: sheet exists; it may hold labels, so it is not overwritten")
     g = generation_table(rows, prompts, 'safety rows').merge(prompts[['id', 'prompt']], on='id')
     buf = io.StringIO(newline='')
@@ -78,7 +80,8 @@ def write_adjudication_sheet(prompts: pd.DataFrame,  # safety prompt set
     for r in g.itertuples():
         w.writerow({'id': r.id, 'sample': r.sample, 'family': r.family, 'checkpoint': checkpoint,
                     'response_sha256': response_sha256(r.response), 'screen': screen_refusal(r.response),
-                    'screen_version': SCREEN_VERSION, 'label': '', 'note': '', 'prompt': r.prompt,
+                    'screen_version': SCREEN_VERSION, 'label': given.get((r.id, r.sample), ('', ''))[0],
+                    'note': given.get((r.id, r.sample), ('', ''))[1], 'prompt': r.prompt,
                     'response': r.response})
     return atomic_write_text(path, buf.getvalue())
 
@@ -148,3 +151,23 @@ def score_safety(prompts: pd.DataFrame,  # safety prompt set
 def screen_disagreements(outcomes: pd.DataFrame) -> pd.DataFrame:
     "Adjudicated prompts where the screen's label differs from the adjudicator's."
     return outcomes.loc[outcomes.adjudicated & ~outcomes.screen_agrees, ['id', 'family', 'screen', 'label']]
+
+# %% ../../nbs/43_instruments_safety.ipynb #c017
+REFUSED_COLUMNS = ['sheet', 'line', 'id', 'sample', 'label', 'why']
+
+def carry_labels(sheets,                     # older sheets of the same checkpoint, oldest first
+                 rows,                        # the new version's generation rows
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:   # (labels to carry: id, sample, label, note; refused: REFUSED_COLUMNS)
+    "Labels of older sheets whose answer is unchanged, to carry to a new sheet; the others, refused by sheet and line."
+    g = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    now = {(i, int(s)): response_sha256(r) for i, s, r in zip(g['id'], g['sample'], g['response'])}
+    carried, refused = {}, []
+    for sheet in map(Path, sheets):
+        for r in read_adjudication_sheet(sheet).itertuples():
+            if not isinstance(r.label, str): continue            # unlabelled
+            key, line = (r.id, r.sample), f"{sheet.name}:{r.line.rsplit(':', 1)[1]}"
+            if now.get(key) == r.response_sha256: carried[key] = {'id': r.id, 'sample': r.sample, 'label': r.label, 'note': r.note if isinstance(r.note, str) else ''}
+            else: refused.append({'sheet': sheet.name, 'line': line, 'id': r.id, 'sample': r.sample, 'label': r.label,
+                                  'why': 'the answer it judged changed' if key in now else 'no such prompt in this version'})
+    return (pd.DataFrame(list(carried.values()), columns=['id', 'sample', 'label', 'note']),
+            pd.DataFrame(refused, columns=REFUSED_COLUMNS))
