@@ -527,6 +527,7 @@ def docs(profile_path: str | Path, out_dir: str | Path | None = None, execute_li
         if ours: rerecord(own, by='python -m rsi_repro.report (make docs)')
     return index
 
+# %% ../nbs/92_report.ipynb #c020m
 def main(argv: list[str] | None = None) -> int:
     "`python -m rsi_repro.report PROFILE [--out DIR] [--no-execute] [--timeout S] [--library GLOB]`"
     import argparse

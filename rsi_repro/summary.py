@@ -19,7 +19,7 @@ from .stats import load_outcomes, paired
 
 # %% auto #0
 __all__ = ['lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'all_rates', 'grid_discordance', 'read_decision',
-           'study_summary', 'ladder_sources', 'provenance', 'extra_tables']
+           'ladder_sources', 'provenance', 'extra_tables', 'study_summary']
 
 # %% ../nbs/93_summary.ipynb #c004
 def lineage(profile: Profile, checkpoint: str | None = None) -> list[str]:
@@ -98,21 +98,6 @@ def read_decision(run_dir: str | Path, stage: str = DECIDE_STAGE) -> dict:
     if not path.exists(): raise FileNotFoundError(f"{path}: no decision; run the {stage} stage first")
     return json.loads(path.read_text())
 
-def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2')) -> dict:
-    "Everything the front page states, as plain JSON-able data: ladder, rates, grid discordance, decision and the reads beside it."
-    lad = ladder(profile, instruments)
-    out = {'run': profile.run, 'lineage': lineage(profile), 'ladder': lad.to_dict(orient='records'),
-           'rates': rates(profile, instruments).reset_index().to_dict(orient='records')}
-    if grid_table_path(profile.run_dir / GRID_STAGE, 'h6').exists():
-        g = grid_discordance(profile.run_dir)
-        out['grid'] = g.to_dict(orient='records')
-        out['grid_cells_with_discordance'] = int((g.discordant > 0).sum())
-    if decision_path(profile.run_dir).exists(): out['decision'] = read_decision(profile.run_dir)
-    if judgement_path(profile.run_dir).exists(): out['judgement'] = json.loads(judgement_path(profile.run_dir).read_text())
-    out['all_rates'] = all_rates(profile).reset_index().to_dict(orient='records')
-    out['provenance'] = provenance(profile)
-    return out
-
 # %% ../nbs/93_summary.ipynb #c011
 def ladder_sources(profile: Profile, lad: pd.DataFrame, stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
     "The ladder with, per row, the run-relative paths of the two outcomes files it pairs (`parent_file`, `file`)."
@@ -144,3 +129,19 @@ def extra_tables(run_dir: str | Path, stages: Sequence[str] = READ_STAGES) -> di
     "The CSV tables of the optional stages a run has (a newer run may hold a pair read and soups); absent stages are left out."
     out = {s: sorted((Path(run_dir) / s).glob('*.csv')) for s in stages}
     return {s: ps for s, ps in out.items() if ps}
+
+# %% ../nbs/93_summary.ipynb #c008s
+def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2')) -> dict:
+    "Everything the front page states, as plain JSON-able data: ladder, rates, grid discordance, decision and the reads beside it."
+    lad = ladder(profile, instruments)
+    out = {'run': profile.run, 'lineage': lineage(profile), 'ladder': lad.to_dict(orient='records'),
+           'rates': rates(profile, instruments).reset_index().to_dict(orient='records')}
+    if grid_table_path(profile.run_dir / GRID_STAGE, 'h6').exists():
+        g = grid_discordance(profile.run_dir)
+        out['grid'] = g.to_dict(orient='records')
+        out['grid_cells_with_discordance'] = int((g.discordant > 0).sum())
+    if decision_path(profile.run_dir).exists(): out['decision'] = read_decision(profile.run_dir)
+    if judgement_path(profile.run_dir).exists(): out['judgement'] = json.loads(judgement_path(profile.run_dir).read_text())
+    out['all_rates'] = all_rates(profile).reset_index().to_dict(orient='records')
+    out['provenance'] = provenance(profile)
+    return out
