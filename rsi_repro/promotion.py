@@ -90,7 +90,7 @@ class NoFamilyCollapse:
             "test": f"every {self.by} delta >= -{self.max_drop}", "worst": worst,
             "worst_delta": fams[worst]["delta"], "groups": fams}
 
-
+# %% ../nbs/20a_promotion.ipynb #c005s2
 @dataclass(frozen=True)
 class Significant:
     "A positive delta whose exact sign test has p < `alpha` on `instrument`."

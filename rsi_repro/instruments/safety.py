@@ -85,6 +85,7 @@ def write_adjudication_sheet(prompts: pd.DataFrame,  # safety prompt set
                     'response': r.response})
     return atomic_write_text(path, buf.getvalue())
 
+# %% ../../nbs/43_instruments_safety.ipynb #c008r
 def read_adjudication_sheet(path: str | Path) -> pd.DataFrame:
     "Labels from a sheet: (id, sample, response_sha256, label, note); empty labels are kept as unlabelled."
     path = Path(path)
