@@ -21,7 +21,7 @@ from .stats import load_outcomes, paired
 
 # %% auto #0
 __all__ = ['SEAL_VERSION', 'MANIFEST_TIME_KEYS', 'SealError', 'Seal', 'read_seal', 'seal', 'result_time', 'check_recorded',
-           'Decision', 'decide', 'write_outcomes', 'verdicts']
+           'Decision', 'write_outcomes', 'decide', 'verdicts']
 
 # %% ../nbs/21_preregister.ipynb #c005
 class SealError(ValueError):
@@ -56,7 +56,7 @@ def _iso(ns: int) -> str:
     whole = datetime.fromtimestamp(ns // 10 ** 9, tz=timezone.utc)
     return (whole + timedelta(microseconds=(ns % 10 ** 9) // 1000)).isoformat(timespec="microseconds")
 
-
+# %% ../nbs/21_preregister.ipynb #c011r
 def read_seal(seal_path) -> Seal:
     "Read and self-check a seal file."
     seal_path = Path(seal_path)
@@ -230,6 +230,16 @@ def _source(v) -> tuple[Path, str | None]:
         return Path(path), ckpt
     return Path(v), None
 
+# %% ../nbs/21_preregister.ipynb #c018
+def write_outcomes(path,          # .jsonl file to write
+                   passed: Mapping,  # {prompt id: bool}
+                   family: Mapping,  # {prompt id: family}
+                   checkpoint: str | None = None) -> Path:
+    "Write a per-prompt outcome table (JSONL) in the format instruments use: id, family, passed[, checkpoint]."
+    rows = [{"id": k, "family": family[k], "passed": bool(v), **({"checkpoint": checkpoint} if checkpoint else {})}
+            for k, v in passed.items()]
+    return write_jsonl(path, rows)
+
 # %% ../nbs/21_preregister.ipynb #c016s1
 def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
            seal_path,             # the seal written before the evaluation ran
@@ -281,16 +291,6 @@ def decide(rule: PromotionRule,   # the rule as it reads now (from the profile)
                     seal={"path": portable(seal_path), "sealed_at": s.sealed_at, "rule_sha256": s.rule_sha256},
                     clauses=tuple(verdicts), comparisons=comparisons, results=tuple(results), post_hoc=tuple(late),
                     decided_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
-
-# %% ../nbs/21_preregister.ipynb #c018
-def write_outcomes(path,          # .jsonl file to write
-                   passed: Mapping,  # {prompt id: bool}
-                   family: Mapping,  # {prompt id: family}
-                   checkpoint: str | None = None) -> Path:
-    "Write a per-prompt outcome table (JSONL) in the format instruments use: id, family, passed[, checkpoint]."
-    rows = [{"id": k, "family": family[k], "passed": bool(v), **({"checkpoint": checkpoint} if checkpoint else {})}
-            for k, v in passed.items()]
-    return write_jsonl(path, rows)
 
 # %% ../nbs/21_preregister.ipynb #c020q
 def verdicts(decision: Decision) -> 'pd.DataFrame':
