@@ -59,6 +59,7 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     atomic_write_text(stage_dir / 'sft_summary.json', json.dumps(summary, indent=1))
     return {'epochs': summary, 'epoch_adapters': adapters, 'adapter': str(ship)}
 
+# %% ../nbs/35_recipes.ipynb #c009s
 def _ship_adapter(src: Path, dst: Path) -> None:
     "Ship an adapter under the stage's name (a copy: a folder that stands alone, as the seed card's does)."
     import shutil
@@ -100,6 +101,7 @@ def write_preference_pairs(profile: Profile, path: str | Path) -> int:
     write_jsonl(path, pairs)
     return len(pairs)
 
+# %% ../nbs/35_recipes.ipynb #c013c
 def choose_anchor(audits: 'pd.DataFrame', max_tool_leak_rate: float) -> str:
     "The anchor that ships: leak rate within the rule, then most stops, fewest leaks, grid order."
     ok = audits[audits.tool_leak_rate <= max_tool_leak_rate]
@@ -162,6 +164,7 @@ def read_run_pool(profile: Profile, name: str) -> list[dict]:
     if not path.exists(): raise FileNotFoundError(f"pool {name!r} not found at {path}: run the pools stage first")
     return read_pool(path)
 
+# %% ../nbs/35_recipes.ipynb #c016r
 def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
     "Stage 3: rejection-sample the repair pool from the warm start, write the mix, train; returns keep rates and evidence."
     from rsi_repro.rejection import rejection_round
@@ -186,6 +189,7 @@ def train_repair(profile_path: str, stage_dir: str, mix_path: str, report_to=('t
     return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix_path, cfg.lora, cfg.optim, Path(stage_dir) / ADAPTER,
                      tag='repair', warm_start=str(parent) if parent else None, report_to=list(report_to))
 
+# %% ../nbs/35_recipes.ipynb #c016m
 def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_csv: str | Path) -> 'pd.DataFrame':
     "The stage's mix (and training run) against the profile's `mix_target`, counted from the mix file; written to `out_csv`."
     from rsi_repro.mix_targets import mix_report, write_mix_report
