@@ -189,6 +189,7 @@ def eval_termination(profile: Profile, model, out_dir: str | Path) -> tuple[pd.D
         rows.append(r.assign(id=name + ':' + r['id']))
     return audit_termination(pd.concat(prompts, ignore_index=True), pd.concat(rows, ignore_index=True), 'termination rows')
 
+# %% ../nbs/46_evaluate.ipynb #c023m
 def eval_multi_turn(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Four-turn conversations generated turn by turn, each answer fed back; the last turn is scored."
     ck = as_checkpoint(profile, model)
