@@ -274,6 +274,7 @@ def order_stages(profile: Profile, stage: Stage) -> list[str]:
 def notebook_path(profile: Profile, stage: Stage) -> Path:
     return profile.resolve(Path('nbs/stages') / f"{stage.notebook}.ipynb")
 
+# %% ../nbs/90_pipeline.ipynb #k002c
 def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, cache: dict | None = None,
                  missing_upstream: bool = False, manifests: dict | None = None) -> dict:
     """Everything a stage's result depends on, each part hashed on its own. A dry run lets an upstream stage not have
@@ -294,6 +295,7 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
             'library': {f.relative_to(pkg).as_posix(): sha256_file(f) for f in library_modules(nb).values()},
             'upstream': upstream, **({'labels': label_identities(run_dir / stage.name, reads)} if reads.labels else {})}
 
+# %% ../nbs/90_pipeline.ipynb #k002f
 def key_changes(old: dict | None, new: dict) -> list[str]:
     "In words, what differs between the inputs a manifest recorded and the inputs now (empty: nothing)."
     if old is None: return ['new']
@@ -336,9 +338,60 @@ def check_params(profile: Profile) -> None:
 WATCH_MARK = '# rsi-repro watch: checks that this stage reads only what its key hashes (the runner removes it from the executed notebook)'
 REFUSALS, USED = '.undeclared_reads.jsonl', '.used_caches.jsonl'
 
+def _section_guard(spec, config, refuse, where, while_loading):
+    "`Profile.__getattribute__` for a stage's kernel: a section the stage does not declare is refused (not while a profile loads)."
+    import dataclasses, sys
+    sections = {f.name for f in dataclasses.fields(config.Profile)} - set(spec['always'])
+    allowed, read = set(spec['sections']), config.Profile.__getattribute__
+    def get(self, name):
+        if name in sections and name not in allowed and not while_loading(sys._getframe(1)):
+            refuse(f"read the profile section '{name}' (at {where(sys._getframe(1))})", f"declare it in {spec['registry']}.sections")
+        return read(self, name)
+    return get
+
+# %% ../nbs/90_pipeline.ipynb #w002c
+def _module_guard(spec, refuse, where, while_loading, busy):
+    "A finder for `sys.meta_path` that refuses an rsi_repro module the stage's key does not hash (and finds nothing itself)."
+    import sys
+    class Modules:                # asked first for every module not yet imported, however the import is spelled
+        def find_spec(self, name, path=None, target=None):
+            if (name.split('.')[0] == 'rsi_repro' and name not in spec['modules'] and not busy[0]
+                    and not while_loading(sys._getframe(1))):
+                refuse(f"imported the library module {name} (at {where(sys._getframe(1))})",
+                       "import it by name where it is used (`from rsi_repro import ...`), so that the key can find and hash it")
+            return None
+    return Modules()
+
+# %% ../nbs/90_pipeline.ipynb #w002f
+def _open_guard(spec, refuse, note, busy, used):
+    "An audit hook that refuses opening a file the stage may not read or write, and notes the carried caches it opens."
+    import os
+    def inside(path, folders): return any(path == d or path.startswith(d + os.sep) for d in folders)
+    def hook(event, args):
+        if busy[0] or event != 'open' or not isinstance(args[0], (str, bytes, os.PathLike)): return
+        path = os.path.abspath(os.fsdecode(args[0]))
+        writes = any(c in (args[1] if isinstance(args[1], str) else '') for c in 'wax+') or bool(
+            (args[2] if isinstance(args[2], int) else 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if inside(path, spec['own']):
+            for c in spec['carried']:
+                if c not in used and inside(path, [c]): used.add(c); note(spec['used'], c)
+            return
+        for run in spec['run_dirs']:
+            if inside(path, [run]):
+                folder = path[len(run) + 1:].split(os.sep)[0]
+                if writes: refuse(f"opened {path} for writing", "a stage writes in its own folder only", uncovered=False)
+                if folder not in spec['upstream']: refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
+                return
+        if inside(path, spec['checked']) and (writes or not inside(path, spec['data'])):
+            rel = os.path.relpath(path, spec['root'])
+            if writes: refuse(f"opened {rel} for writing", "a stage writes in its own folder only; data are read", uncovered=False)
+            refuse(f"read {rel}", f"it is not one of its data; declare it in {spec['registry']}.data")
+    return hook
+
+# %% ../nbs/90_pipeline.ipynb #w002i
 def watch_reads(spec):
     "Run in a stage's kernel before the notebook: a read the stage's key does not cover raises `UndeclaredRead`, naming it."
-    import dataclasses, json, os, sys
+    import json, os, sys
     from rsi_repro import config
     class UndeclaredRead(RuntimeError): "A stage read something its cache key does not cover."
     busy, used = [False], set()
@@ -363,42 +416,9 @@ def watch_reads(spec):
     def while_loading(frame):
         while frame is not None and frame.f_code is not loading: frame = frame.f_back
         return frame is not None
-    sections = {f.name for f in dataclasses.fields(config.Profile)} - set(spec['always'])
-    allowed, read = set(spec['sections']), config.Profile.__getattribute__
-    def get(self, name):
-        if name in sections and name not in allowed and not while_loading(sys._getframe(1)):
-            refuse(f"read the profile section '{name}' (at {where(sys._getframe(1))})", f"declare it in {spec['registry']}.sections")
-        return read(self, name)
-    config.Profile.__getattribute__ = get
-    def inside(path, folders): return any(path == d or path.startswith(d + os.sep) for d in folders)
-    class Modules:                # asked first for every module not yet imported, however the import is spelled
-        def find_spec(self, name, path=None, target=None):
-            if (name.split('.')[0] == 'rsi_repro' and name not in spec['modules'] and not busy[0]
-                    and not while_loading(sys._getframe(1))):
-                refuse(f"imported the library module {name} (at {where(sys._getframe(1))})",
-                       "import it by name where it is used (`from rsi_repro import ...`), so that the key can find and hash it")
-            return None
-    sys.meta_path.insert(0, Modules())
-    def hook(event, args):
-        if busy[0] or event != 'open' or not isinstance(args[0], (str, bytes, os.PathLike)): return
-        path = os.path.abspath(os.fsdecode(args[0]))
-        writes = any(c in (args[1] if isinstance(args[1], str) else '') for c in 'wax+') or bool(
-            (args[2] if isinstance(args[2], int) else 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-        if inside(path, spec['own']):
-            for c in spec['carried']:
-                if c not in used and inside(path, [c]): used.add(c); note(spec['used'], c)
-            return
-        for run in spec['run_dirs']:
-            if inside(path, [run]):
-                folder = path[len(run) + 1:].split(os.sep)[0]
-                if writes: refuse(f"opened {path} for writing", "a stage writes in its own folder only", uncovered=False)
-                if folder not in spec['upstream']: refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
-                return
-        if inside(path, spec['checked']) and (writes or not inside(path, spec['data'])):
-            rel = os.path.relpath(path, spec['root'])
-            if writes: refuse(f"opened {rel} for writing", "a stage writes in its own folder only; data are read", uncovered=False)
-            refuse(f"read {rel}", f"it is not one of its data; declare it in {spec['registry']}.data")
-    sys.addaudithook(hook)
+    config.Profile.__getattribute__ = _section_guard(spec, config, refuse, where, while_loading)
+    sys.meta_path.insert(0, _module_guard(spec, refuse, where, while_loading, busy))
+    sys.addaudithook(_open_guard(spec, refuse, note, busy, used))
 
 def _forms(path) -> list[str]:
     "A path as the kernel may spell it: absolute, and with its links resolved."
@@ -418,7 +438,8 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
 
 def watch_source(spec: dict) -> str:
     "The code the runner appends to the injected parameters cell."
-    return f"\n{WATCH_MARK}\n{inspect.getsource(watch_reads)}watch_reads({spec!r})\ndel watch_reads\n"
+    parts = (_section_guard, _module_guard, _open_guard, watch_reads)
+    return f"\n{WATCH_MARK}\n{''.join(inspect.getsource(f) for f in parts)}watch_reads({spec!r})\ndel {', '.join(f.__name__ for f in parts)}\n"
 
 # %% ../nbs/90_pipeline.ipynb #f002
 def read_marker(stage_dir: Path) -> Optional[dict]:
