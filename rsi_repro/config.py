@@ -21,8 +21,8 @@ __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLIC
            'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
            'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
            'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups',
-           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'load_profile',
-           'DuplicateKey', 'StrictLoader', 'fingerprint', 'rooted']
+           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'DuplicateKey',
+           'StrictLoader', 'load_profile', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -42,6 +42,7 @@ class Base:
         one_of(where, f"{p}.architecture", self.architecture, ARCHITECTURES)
         one_of(where, f"{p}.dtype", self.dtype, ('float32', 'bfloat16', 'float16'))
 
+# %% ../nbs/00_config.ipynb #c010c
 @dataclass(frozen=True)
 class VLLMSettings:
     "Settings only the vLLM backend reads."
@@ -60,6 +61,7 @@ class VLLMSettings:
             raise ProfileError(where, f"{p}.kv_cache_gib", f"must be > 0 GiB (or absent), got {self.kv_cache_gib}")
         for k in ('tensor_parallel_size', 'max_num_seqs'): positive(where, f"{p}.{k}", getattr(self, k))
 
+# %% ../nbs/00_config.ipynb #c010f
 @dataclass(frozen=True)
 class Serving:
     "How every checkpoint is decoded for evaluation: the seed card's serving settings."
@@ -185,6 +187,7 @@ class SFTStage:
     optim: Optim
     warm_start: Optional[str] = None     # a stage name whose adapter this run starts from
 
+# %% ../nbs/00_config.ipynb #c014g
 @dataclass(frozen=True)
 class DPOArm:
     name: str                            # its folder: <dpo stage>/arms/<name>
@@ -223,6 +226,7 @@ class DPOStage:
         names = [a.name for a in (*self.grid, *self.rank_seed)]
         if len(set(names)) != len(names): raise ProfileError(where, f"{p}.rank_seed", f"arm names repeat across grid and rank_seed: {names}")
 
+# %% ../nbs/00_config.ipynb #c014j
 @dataclass(frozen=True)
 class Sampling:
     "Rejection sampling: k completions per prompt from the current checkpoint."
@@ -411,14 +415,7 @@ class Profile:
         for i, s in enumerate(self.stages):
             for need in s.needs:
                 if need not in names[:i]: raise ProfileError(where, f"stages[{i}].needs", f"{need!r} is not an earlier stage")
-        for key in ('sft', 'dpo', 'repair', 'rounds'):
-            optim = getattr(getattr(self, key), 'optim', None)
-            if optim is None: continue
-            if key == 'dpo' and optim.padding_free:
-                raise ProfileError(where, 'dpo.optim.padding_free', "TRL's DPO pads every pair: padding_free is implemented for SFT stages only")
-            if optim.padding_free and self.base.architecture == 'nemotron_h':
-                raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
-                                   "would carry Mamba state from one example into the next (use length_grouping)")
+        _check_padding_free(self, where)
         check_overrides(self.overrides, where)
         check_vllm_ranks(self, where)
 
@@ -442,6 +439,17 @@ class Profile:
     def run_dir(self) -> Path: return self.resolve(Path('outputs') / self.run)
 
 # %% ../nbs/00_config.ipynb #c016d
+def _check_padding_free(profile: Profile, where: str) -> None:
+    "Refuse `padding_free` where it cannot hold: in DPO, and on a base with Mamba layers."
+    for key in ('sft', 'dpo', 'repair', 'rounds'):
+        optim = getattr(getattr(profile, key), 'optim', None)
+        if optim is None: continue
+        if key == 'dpo' and optim.padding_free:
+            raise ProfileError(where, 'dpo.optim.padding_free', "TRL's DPO pads every pair: padding_free is implemented for SFT stages only")
+        if optim.padding_free and profile.base.architecture == 'nemotron_h':
+            raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
+                               "would carry Mamba state from one example into the next (use length_grouping)")
+
 LORA_SECTIONS = ('sft', 'dpo', 'repair', 'rounds')   # the sections that train an adapter
 
 def check_vllm_ranks(profile: Profile, where: str) -> None:
@@ -460,13 +468,13 @@ def check_vllm_ranks(profile: Profile, where: str) -> None:
             raise ProfileError(where, 'base.dtype', f"vLLM serves {name}'s LoRA adapter only on a float16 or bfloat16 base, not "
                                "float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge each adapter first")
 
-
 # %% ../nbs/00_config.ipynb #c018
 def project_root(start: Path) -> Path:
     "The nearest folder at or above `start` holding settings.ini (else `start`'s folder)."
     start = Path(start).resolve()
     return find_root(start) or (start if start.is_dir() else start.parent)
 
+# %% ../nbs/00_config.ipynb #c018g
 def _looks_local(s: str) -> bool:
     return s.startswith(('data/', './', '/', '../', 'outputs/')) or s.endswith(('.jsonl', '.json', '.parquet', '.npz'))
 
@@ -488,25 +496,13 @@ def _check_files(profile: Profile, where: str):
         nb = profile.resolve(Path('nbs/stages') / f"{s.notebook}.ipynb")
         if not nb.exists(): raise ProfileError(where, f"stages.{s.name}.notebook", f"notebook not found: {nb}")
 
+# %% ../nbs/00_config.ipynb #c018j
 def deep_merge(base: dict, override: dict) -> dict:
     "`override` on top of `base`: mappings merge key by key, anything else (lists included) is replaced."
     out = dict(base)
     for k, v in override.items():
         out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
-
-def load_profile(path: str | Path, check_files: bool = True) -> Profile:
-    "Read and validate a profile YAML (following `extends:` to the profile it overrides) into a frozen `Profile`."
-    path = Path(path)
-    where = str(path)
-    data = _read_yaml(path)
-    for reserved in ('path', 'root'):
-        if reserved in data: raise ProfileError(where, reserved, "reserved key: set by the loader")
-    root = project_root(path.parent)
-    profile = from_dict(Profile, {**data}, where)
-    profile = dataclasses.replace(profile, path=str(path), root=str(root))
-    if check_files: _check_files(profile, where)
-    return profile
 
 # %% ../nbs/00_config.ipynb #c018b
 class DuplicateKey(yaml.constructor.ConstructorError):
@@ -542,6 +538,20 @@ def _read_yaml(path: Path, seen: tuple = ()) -> dict:
     ppath = (path.parent / parent).resolve()
     if ppath in seen: raise ProfileError(where, 'extends', f"profiles extend each other in a cycle ({ppath})")
     return deep_merge(_read_yaml(ppath, seen + (path.resolve(),)), data)
+
+# %% ../nbs/00_config.ipynb #c018m
+def load_profile(path: str | Path, check_files: bool = True) -> Profile:
+    "Read and validate a profile YAML (following `extends:` to the profile it overrides) into a frozen `Profile`."
+    path = Path(path)
+    where = str(path)
+    data = _read_yaml(path)
+    for reserved in ('path', 'root'):
+        if reserved in data: raise ProfileError(where, reserved, "reserved key: set by the loader")
+    root = project_root(path.parent)
+    profile = from_dict(Profile, {**data}, where)
+    profile = dataclasses.replace(profile, path=str(path), root=str(root))
+    if check_files: _check_files(profile, where)
+    return profile
 
 # %% ../nbs/00_config.ipynb #c020
 def fingerprint(obj) -> str:

@@ -26,8 +26,8 @@ __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'ST
            'library_modules', 'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes',
            'label_identities', 'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker',
            'previous_dir', 'foreign', 'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs',
-           'trusted_carry', 'local_kernel_manager', 'run_stage', 'seal_of', 'rerecord', 'StagePlan', 'plan', 'run',
-           'format_plan']
+           'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord', 'run_stage', 'StagePlan', 'plan',
+           'format_plan', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -274,6 +274,7 @@ def order_stages(profile: Profile, stage: Stage) -> list[str]:
 def notebook_path(profile: Profile, stage: Stage) -> Path:
     return profile.resolve(Path('nbs/stages') / f"{stage.notebook}.ipynb")
 
+# %% ../nbs/90_pipeline.ipynb #k002c
 def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, cache: dict | None = None,
                  missing_upstream: bool = False, manifests: dict | None = None) -> dict:
     """Everything a stage's result depends on, each part hashed on its own. A dry run lets an upstream stage not have
@@ -294,6 +295,7 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
             'library': {f.relative_to(pkg).as_posix(): sha256_file(f) for f in library_modules(nb).values()},
             'upstream': upstream, **({'labels': label_identities(run_dir / stage.name, reads)} if reads.labels else {})}
 
+# %% ../nbs/90_pipeline.ipynb #k002f
 def key_changes(old: dict | None, new: dict) -> list[str]:
     "In words, what differs between the inputs a manifest recorded and the inputs now (empty: nothing)."
     if old is None: return ['new']
@@ -336,9 +338,60 @@ def check_params(profile: Profile) -> None:
 WATCH_MARK = '# rsi-repro watch: checks that this stage reads only what its key hashes (the runner removes it from the executed notebook)'
 REFUSALS, USED = '.undeclared_reads.jsonl', '.used_caches.jsonl'
 
+def _section_guard(spec, config, refuse, where, while_loading):
+    "`Profile.__getattribute__` for a stage's kernel: a section the stage does not declare is refused (not while a profile loads)."
+    import dataclasses, sys
+    sections = {f.name for f in dataclasses.fields(config.Profile)} - set(spec['always'])
+    allowed, read = set(spec['sections']), config.Profile.__getattribute__
+    def get(self, name):
+        if name in sections and name not in allowed and not while_loading(sys._getframe(1)):
+            refuse(f"read the profile section '{name}' (at {where(sys._getframe(1))})", f"declare it in {spec['registry']}.sections")
+        return read(self, name)
+    return get
+
+# %% ../nbs/90_pipeline.ipynb #w002c
+def _module_guard(spec, refuse, where, while_loading, busy):
+    "A finder for `sys.meta_path` that refuses an rsi_repro module the stage's key does not hash (and finds nothing itself)."
+    import sys
+    class Modules:                # asked first for every module not yet imported, however the import is spelled
+        def find_spec(self, name, path=None, target=None):
+            if (name.split('.')[0] == 'rsi_repro' and name not in spec['modules'] and not busy[0]
+                    and not while_loading(sys._getframe(1))):
+                refuse(f"imported the library module {name} (at {where(sys._getframe(1))})",
+                       "import it by name where it is used (`from rsi_repro import ...`), so that the key can find and hash it")
+            return None
+    return Modules()
+
+# %% ../nbs/90_pipeline.ipynb #w002f
+def _open_guard(spec, refuse, note, busy, used):
+    "An audit hook that refuses opening a file the stage may not read or write, and notes the carried caches it opens."
+    import os
+    def inside(path, folders): return any(path == d or path.startswith(d + os.sep) for d in folders)
+    def hook(event, args):
+        if busy[0] or event != 'open' or not isinstance(args[0], (str, bytes, os.PathLike)): return
+        path = os.path.abspath(os.fsdecode(args[0]))
+        writes = any(c in (args[1] if isinstance(args[1], str) else '') for c in 'wax+') or bool(
+            (args[2] if isinstance(args[2], int) else 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if inside(path, spec['own']):
+            for c in spec['carried']:
+                if c not in used and inside(path, [c]): used.add(c); note(spec['used'], c)
+            return
+        for run in spec['run_dirs']:
+            if inside(path, [run]):
+                folder = path[len(run) + 1:].split(os.sep)[0]
+                if writes: refuse(f"opened {path} for writing", "a stage writes in its own folder only", uncovered=False)
+                if folder not in spec['upstream']: refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
+                return
+        if inside(path, spec['checked']) and (writes or not inside(path, spec['data'])):
+            rel = os.path.relpath(path, spec['root'])
+            if writes: refuse(f"opened {rel} for writing", "a stage writes in its own folder only; data are read", uncovered=False)
+            refuse(f"read {rel}", f"it is not one of its data; declare it in {spec['registry']}.data")
+    return hook
+
+# %% ../nbs/90_pipeline.ipynb #w002i
 def watch_reads(spec):
     "Run in a stage's kernel before the notebook: a read the stage's key does not cover raises `UndeclaredRead`, naming it."
-    import dataclasses, json, os, sys
+    import json, os, sys
     from rsi_repro import config
     class UndeclaredRead(RuntimeError): "A stage read something its cache key does not cover."
     busy, used = [False], set()
@@ -363,42 +416,9 @@ def watch_reads(spec):
     def while_loading(frame):
         while frame is not None and frame.f_code is not loading: frame = frame.f_back
         return frame is not None
-    sections = {f.name for f in dataclasses.fields(config.Profile)} - set(spec['always'])
-    allowed, read = set(spec['sections']), config.Profile.__getattribute__
-    def get(self, name):
-        if name in sections and name not in allowed and not while_loading(sys._getframe(1)):
-            refuse(f"read the profile section '{name}' (at {where(sys._getframe(1))})", f"declare it in {spec['registry']}.sections")
-        return read(self, name)
-    config.Profile.__getattribute__ = get
-    def inside(path, folders): return any(path == d or path.startswith(d + os.sep) for d in folders)
-    class Modules:                # asked first for every module not yet imported, however the import is spelled
-        def find_spec(self, name, path=None, target=None):
-            if (name.split('.')[0] == 'rsi_repro' and name not in spec['modules'] and not busy[0]
-                    and not while_loading(sys._getframe(1))):
-                refuse(f"imported the library module {name} (at {where(sys._getframe(1))})",
-                       "import it by name where it is used (`from rsi_repro import ...`), so that the key can find and hash it")
-            return None
-    sys.meta_path.insert(0, Modules())
-    def hook(event, args):
-        if busy[0] or event != 'open' or not isinstance(args[0], (str, bytes, os.PathLike)): return
-        path = os.path.abspath(os.fsdecode(args[0]))
-        writes = any(c in (args[1] if isinstance(args[1], str) else '') for c in 'wax+') or bool(
-            (args[2] if isinstance(args[2], int) else 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
-        if inside(path, spec['own']):
-            for c in spec['carried']:
-                if c not in used and inside(path, [c]): used.add(c); note(spec['used'], c)
-            return
-        for run in spec['run_dirs']:
-            if inside(path, [run]):
-                folder = path[len(run) + 1:].split(os.sep)[0]
-                if writes: refuse(f"opened {path} for writing", "a stage writes in its own folder only", uncovered=False)
-                if folder not in spec['upstream']: refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
-                return
-        if inside(path, spec['checked']) and (writes or not inside(path, spec['data'])):
-            rel = os.path.relpath(path, spec['root'])
-            if writes: refuse(f"opened {rel} for writing", "a stage writes in its own folder only; data are read", uncovered=False)
-            refuse(f"read {rel}", f"it is not one of its data; declare it in {spec['registry']}.data")
-    sys.addaudithook(hook)
+    config.Profile.__getattribute__ = _section_guard(spec, config, refuse, where, while_loading)
+    sys.meta_path.insert(0, _module_guard(spec, refuse, where, while_loading, busy))
+    sys.addaudithook(_open_guard(spec, refuse, note, busy, used))
 
 def _forms(path) -> list[str]:
     "A path as the kernel may spell it: absolute, and with its links resolved."
@@ -418,7 +438,8 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
 
 def watch_source(spec: dict) -> str:
     "The code the runner appends to the injected parameters cell."
-    return f"\n{WATCH_MARK}\n{inspect.getsource(watch_reads)}watch_reads({spec!r})\ndel watch_reads\n"
+    parts = (_section_guard, _module_guard, _open_guard, watch_reads)
+    return f"\n{WATCH_MARK}\n{''.join(inspect.getsource(f) for f in parts)}watch_reads({spec!r})\ndel {', '.join(f.__name__ for f in parts)}\n"
 
 # %% ../nbs/90_pipeline.ipynb #f002
 def read_marker(stage_dir: Path) -> Optional[dict]:
@@ -447,6 +468,7 @@ def foreign(stage_dir: Path) -> None:
         raise StageFailed(f"{portable(stage_dir)} holds {_listing(stage_dir)} that no run of stage '{stage_dir.name}' wrote "
                           "(it has no manifest and no run marker); move them away or delete the folder, and run again")
 
+# %% ../nbs/90_pipeline.ipynb #f002e
 def prepare_folder(stage_dir: Path, key: str, reads: Reads, fresh: bool = False, log=print, inputs: dict | None = None) -> list[str]:
     "Ready a stage's folder for a run of `key`: resume a same-key run, else start clean, keeping what the stage keeps; returns the carried caches."
     stage_dir = Path(stage_dir); run_dir = stage_dir.parent
@@ -546,6 +568,7 @@ def _reasons(stage_dir: Path, inputs: dict, key: str, force: bool) -> list[str]:
     foreign(stage_dir)
     return out + ['new']
 
+# %% ../nbs/90_pipeline.ipynb #s002c
 def _tidy(nb_out: Path, nb_in: Path, root: Path) -> None:
     "The executed notebook as a reader gets it: without the watch, naming files from the project root, not this machine's folders."
     import nbformat
@@ -576,6 +599,7 @@ def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, 
         if nb_out.exists(): _tidy(nb_out, nb_in, Path(profile.root))
     return nb_out
 
+# %% ../nbs/90_pipeline.ipynb #s002f
 def _died_in(nb_out: Path) -> str:
     "The cell a dead kernel was running, from the executed notebook: its number and first line."
     import nbformat
@@ -597,19 +621,8 @@ def _refusals(stage_dir: Path) -> list[str]:
     path = Path(stage_dir) / REFUSALS
     return [json.loads(l) for l in path.read_text().splitlines() if l.strip()] if path.exists() else []
 
-def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequence[str] = (), stage_dir: Path | None = None,
-              log=print, cache: dict | None = None) -> StageResult:
-    "Execute one stage notebook with papermill unless its manifest shows the same inputs (and its folder is what the manifest recorded)."
-    import papermill as pm
-    from nbclient.exceptions import DeadKernelError
-    run_dir, cache = profile.run_dir, {} if cache is None else cache
-    stage_dir = confined(Path(stage_dir or run_dir / stage.name), run_dir)
-    partial = _partial(profile, stage, arms)
-    if partial and force: raise StageFailed(_FORCED_ARMS.format(stage=stage.name))
-    for up in upstream_stages(profile, stage, keyed=True): check_outputs(run_dir / up, cache, reader=stage.name)
-    inputs = stage_inputs(profile, stage, run_dir, cache)
-    key = sha256_json(inputs)
-    reasons = _reasons(stage_dir, inputs, key, force)
+def _unchanged(stage: Stage, stage_dir: Path, reasons: list[str], cache: dict, log) -> Optional[StageResult]:
+    "The result of a stage that need not run (skipped, or its previous finished run put back); None when it runs."
     if not reasons:
         check_outputs(stage_dir, cache)
         log(f"[{stage.name}] unchanged, skipped ({portable(stage_dir)})")
@@ -619,16 +632,13 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
         check_outputs(stage_dir, cache)
         log(f"[{stage.name}] {RESTORE}")
         return StageResult(stage.name, 'restored', 0.0, str(stage_dir), tuple(reasons))
-    carried = prepare_folder(stage_dir, key, stage_reads(stage), fresh=force, log=log, inputs=inputs)
-    nb_out, shown = stage_dir / f"{stage.notebook}.ipynb", portable(stage_dir / f"{stage.notebook}.ipynb")
-    only = f" (arms {', '.join(arms)} only)" if partial else ''
-    log(f"[{stage.name}] running{only}: {'; '.join(reasons)}")
-    os.environ.update(QUIET_ENV)      # the executed notebook is for reading: no progress bars or library chatter in it
-    os.environ.update(compute_environment(profile.compute))   # the GPUs (or CPU processes) its training and generation may use
-    parameters = {'profile_path': portable(Path(profile.path).resolve()), 'stage_dir': portable(stage_dir.resolve()),
-                  'run_dir': portable(run_dir.resolve()), **stage.params, **({'arms': list(arms)} if partial else {})}
-    (stage_dir / REFUSALS).unlink(missing_ok=True)
-    started, t0 = datetime.now(timezone.utc), time.time()
+    return None
+
+# %% ../nbs/90_pipeline.ipynb #s003c
+def _run_notebook(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, carried: Sequence[str], nb_out: Path, shown: str) -> None:
+    "Execute the stage's notebook with the watch; a failing cell, a refused read or a dead kernel is a `StageFailed` naming it."
+    import papermill as pm
+    from nbclient.exceptions import DeadKernelError
     try:
         _execute(profile, stage, stage_dir, parameters, watch_spec(profile, stage, stage_dir, carried))
     except pm.PapermillExecutionError as e:
@@ -641,21 +651,6 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
                           f"memory (see `dmesg` or the job's memory limit); see the executed notebook {shown}") from None
     if refused := _refusals(stage_dir):
         raise StageFailed(f"{refused[0]} (the stage caught the error and went on; {len(refused)} such read(s)); see {shown}")
-    seconds = round(time.time() - t0, 2)
-    if partial:
-        log(f"[{stage.name}] arms {', '.join(arms)} done in {seconds:.1f}s; the stage finishes when a run without --arm trains the rest")
-        return StageResult(stage.name, 'partial', seconds, str(stage_dir), tuple(reasons))
-    finish_folder(stage_dir, carried, log)
-    if stage_reads(stage).labels:           # the labels as the finished run leaves them (it may have written the sheets)
-        inputs = {**inputs, 'labels': label_identities(stage_dir, stage_reads(stage))}; key = sha256_json(inputs)
-    manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs, 'inputs_sha256': key,
-                'outputs': output_hashes(stage_dir, nb_out.name), 'executed_notebook': nb_out.name,
-                'executed_notebook_sha256': sha256_file(nb_out), 'promotion_seal_sha256': seal_of(run_dir, stage),
-                'started': started.isoformat(timespec='seconds'), 'reasons': reasons, 'wall_seconds': seconds, 'versions': package_versions()}
-    atomic_write_text(stage_dir / MANIFEST, json.dumps(with_hashes(manifest), indent=1, sort_keys=True))
-    for f in (MARKER, USED, REFUSALS): (stage_dir / f).unlink(missing_ok=True)
-    log(f"[{stage.name}] done in {seconds:.1f}s")
-    return StageResult(stage.name, 'ran', seconds, str(stage_dir), tuple(reasons))
 
 # %% ../nbs/90_pipeline.ipynb #s005
 def seal_of(run_dir: Path, stage: Stage) -> Optional[str]:
@@ -675,6 +670,46 @@ def rerecord(stage_dir: Path, by: str) -> dict:
 
 _FORCED_ARMS = ("--force {stage} with --arm would start {stage} from a clean folder and drop the other arms' adapters; "
                 "force the whole stage (without --arm), or run --arm without --force to train the arms an unfinished stage lacks")
+
+# %% ../nbs/90_pipeline.ipynb #s003f
+def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequence[str] = (), stage_dir: Path | None = None,
+              log=print, cache: dict | None = None) -> StageResult:
+    "Execute one stage notebook with papermill unless its manifest shows the same inputs (and its folder is what the manifest recorded)."
+    run_dir, cache = profile.run_dir, {} if cache is None else cache
+    stage_dir = confined(Path(stage_dir or run_dir / stage.name), run_dir)
+    partial = _partial(profile, stage, arms)
+    if partial and force: raise StageFailed(_FORCED_ARMS.format(stage=stage.name))
+    for up in upstream_stages(profile, stage, keyed=True): check_outputs(run_dir / up, cache, reader=stage.name)
+    inputs = stage_inputs(profile, stage, run_dir, cache)
+    key = sha256_json(inputs)
+    reasons = _reasons(stage_dir, inputs, key, force)
+    if (done := _unchanged(stage, stage_dir, reasons, cache, log)) is not None: return done
+    carried = prepare_folder(stage_dir, key, stage_reads(stage), fresh=force, log=log, inputs=inputs)
+    nb_out, shown = stage_dir / f"{stage.notebook}.ipynb", portable(stage_dir / f"{stage.notebook}.ipynb")
+    only = f" (arms {', '.join(arms)} only)" if partial else ''
+    log(f"[{stage.name}] running{only}: {'; '.join(reasons)}")
+    os.environ.update(QUIET_ENV)      # the executed notebook is for reading: no progress bars or library chatter in it
+    os.environ.update(compute_environment(profile.compute))   # the GPUs (or CPU processes) its training and generation may use
+    parameters = {'profile_path': portable(Path(profile.path).resolve()), 'stage_dir': portable(stage_dir.resolve()),
+                  'run_dir': portable(run_dir.resolve()), **stage.params, **({'arms': list(arms)} if partial else {})}
+    (stage_dir / REFUSALS).unlink(missing_ok=True)
+    started, t0 = datetime.now(timezone.utc), time.time()
+    _run_notebook(profile, stage, stage_dir, parameters, carried, nb_out, shown)
+    seconds = round(time.time() - t0, 2)
+    if partial:
+        log(f"[{stage.name}] arms {', '.join(arms)} done in {seconds:.1f}s; the stage finishes when a run without --arm trains the rest")
+        return StageResult(stage.name, 'partial', seconds, str(stage_dir), tuple(reasons))
+    finish_folder(stage_dir, carried, log)
+    if stage_reads(stage).labels:           # the labels as the finished run leaves them (it may have written the sheets)
+        inputs = {**inputs, 'labels': label_identities(stage_dir, stage_reads(stage))}; key = sha256_json(inputs)
+    manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs, 'inputs_sha256': key,
+                'outputs': output_hashes(stage_dir, nb_out.name), 'executed_notebook': nb_out.name,
+                'executed_notebook_sha256': sha256_file(nb_out), 'promotion_seal_sha256': seal_of(run_dir, stage),
+                'started': started.isoformat(timespec='seconds'), 'reasons': reasons, 'wall_seconds': seconds, 'versions': package_versions()}
+    atomic_write_text(stage_dir / MANIFEST, json.dumps(with_hashes(manifest), indent=1, sort_keys=True))
+    for f in (MARKER, USED, REFUSALS): (stage_dir / f).unlink(missing_ok=True)
+    log(f"[{stage.name}] done in {seconds:.1f}s")
+    return StageResult(stage.name, 'ran', seconds, str(stage_dir), tuple(reasons))
 
 # %% ../nbs/90_pipeline.ipynb #p002
 @dataclass(frozen=True)
@@ -702,6 +737,7 @@ def _request(profile: Profile | str | Path, only: Sequence[str], force: Sequence
     check_params(profile)
     return profile
 
+# %% ../nbs/90_pipeline.ipynb #p002c
 def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = ()) -> list[StagePlan]:
     "What `run` would do with these arguments, stage by stage, and why; nothing runs and nothing is written."
     profile = _request(profile, only, force, arms)
@@ -733,6 +769,22 @@ def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequenc
         out.append(StagePlan(stage.name, 'run' if reasons else 'skip', tuple(reasons) or ('unchanged',)))
     return out
 
+# %% ../nbs/90_pipeline.ipynb #p002f
+def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
+    "The dry run as a reader wants it: one line per stage, what it would do and why."
+    width = max(len(s.stage) for s in steps)
+    run_dir = profile.run_dir.resolve()
+    shown = run_dir.relative_to(Path(profile.root).resolve()) if run_dir.is_relative_to(Path(profile.root).resolve()) else run_dir
+    lines = [f"dry run of {profile.path} into {shown} (nothing runs)"]
+    lines += [f"  {s.stage:<{width}}  {s.action:<12}  {'; '.join(s.reasons)}" for s in steps]
+    n = sum(s.action == 'run' for s in steps)
+    lines.append(f"{n} stage(s) would run, {sum(s.action == 'skip' for s in steps)} unchanged"
+                 + ''.join(f", {v} {k}" for k, v in (('put back', sum(s.action == 'restore' for s in steps)),
+                                                     ('waiting', sum(s.action == 'wait' for s in steps)),
+                                                     ('blocked', sum(s.action == 'blocked' for s in steps))) if v))
+    return '\n'.join(lines)
+
+# %% ../nbs/90_pipeline.ipynb #p002i
 def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
         log=print) -> list[StageResult]:
     "Run a profile's stages in order, holding the run folder's lock; returns what ran, what was skipped, and what waits for an unfinished stage."
@@ -750,17 +802,3 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
             if r.status == 'partial': unfinished.add(stage.name)
             results.append(r)
     return results
-
-def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
-    "The dry run as a reader wants it: one line per stage, what it would do and why."
-    width = max(len(s.stage) for s in steps)
-    run_dir = profile.run_dir.resolve()
-    shown = run_dir.relative_to(Path(profile.root).resolve()) if run_dir.is_relative_to(Path(profile.root).resolve()) else run_dir
-    lines = [f"dry run of {profile.path} into {shown} (nothing runs)"]
-    lines += [f"  {s.stage:<{width}}  {s.action:<12}  {'; '.join(s.reasons)}" for s in steps]
-    n = sum(s.action == 'run' for s in steps)
-    lines.append(f"{n} stage(s) would run, {sum(s.action == 'skip' for s in steps)} unchanged"
-                 + ''.join(f", {v} {k}" for k, v in (('put back', sum(s.action == 'restore' for s in steps)),
-                                                     ('waiting', sum(s.action == 'wait' for s in steps)),
-                                                     ('blocked', sum(s.action == 'blocked' for s in steps))) if v))
-    return '\n'.join(lines)
