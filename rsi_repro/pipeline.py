@@ -546,10 +546,17 @@ def trusted_carry(stage_dir: Path, reads: Reads, fresh: bool) -> None:
 
 # %% ../nbs/90_pipeline.ipynb #s001l
 def local_kernel_manager() -> type:
-    "jupyter's kernel manager (the one nbclient uses), with its kernels on IPC transport."
+    "jupyter's kernel manager (the one nbclient uses), with its kernels on IPC sockets in jupyter's runtime folder."
+    import uuid
     from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
     class LocalKernelManager(AsyncKernelManager):
         transport = 'ipc'
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            runtime = Path(jupyter_runtime_dir()); runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # jupyter's default socket name is relative: the sockets would land in whatever folder the runner was started in
+            self.ip = str(runtime / f"rsi-kernel-{uuid.uuid4().hex[:12]}")
     return LocalKernelManager
 
 
