@@ -12,7 +12,7 @@ import pandas as pd
 from .io import atomic_write_text, publishable
 from .layout import DECIDE_STAGE, GRID_STAGE, MANIFEST, decision_path, grid_table_path, judgement_path, outcomes_path
 from .manifests import read_manifest
-from .pipeline import rerecord, run_lock
+from .pipeline import local_kernel_manager, rerecord, run_lock
 
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'blank_missing', 'relativise',
@@ -128,7 +128,7 @@ def execute_page(nb_path: str | Path, timeout: int = 120, cwd: str | Path | None
         held = {i: c.source for i, c in enumerate(ran.cells) if _not_run(c)}
         for i in held: ran.cells[i].source = ''
         try:
-            NotebookClient(ran, timeout=timeout, kernel_name='python3',
+            NotebookClient(ran, timeout=timeout, kernel_name='python3', kernel_manager_class=local_kernel_manager(),
                            resources={'metadata': {'path': str(cwd or nb_path.parent)}}).execute()
             for i, src in held.items(): ran.cells[i].source, ran.cells[i].outputs = src, []
             return ran

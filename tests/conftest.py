@@ -89,7 +89,7 @@ stages:
   - {{name: decide, notebook: decide, needs: [preregister, eval, grid]}}
   - {{name: pair_read, notebook: pair_read, needs: [eval]}}
   - {{name: soups, notebook: soups, needs: [repair]}}
-  - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb'}}}}
+  - {{name: report, notebook: report, needs: [serve, pools, sft, dpo, repair, rounds, preregister, eval, eval_arms, decide, grid, pair_read, soups], params: {{library_glob: '2[23]_*.ipynb', execute_library: true}}}}
 """
 
 

@@ -15,9 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def stage(monkeypatch, tmp_path):
     "The dpo stage with training and auditing replaced by a table of each arm's audit (stop rate, tool-leak rate)."
-    trained = []
-    def fake_arm(profile, stage_dir, name, beta, lr, lora, optim, pairs_path, warm, prompts, report_to):
-        trained.append((name, beta, lr, lora.r, lora.alpha, optim.seed))
+    trained, references = [], []
+    def fake_arm(profile, stage_dir, name, beta, lr, lora, optim, pairs_path, warm, prompts, report_to, reference):
+        trained.append((name, beta, lr, lora.r, lora.alpha, optim.seed)); references.append(reference)
         stop, leak = AUDIT[name]
         return {'arm': name, 'beta': beta, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha, 'seed': optim.seed,
                 'stop_rate': stop, 'tool_leak_rate': leak, 'n': 10}
@@ -26,7 +26,10 @@ def stage(monkeypatch, tmp_path):
     monkeypatch.setattr(recipes, 'audit_prompts', lambda profile: pd.DataFrame())
     monkeypatch.setattr(recipes, 'stage_adapter', lambda profile, name: tmp_path / name)
     monkeypatch.setattr(recipes, '_ship_adapter', lambda src, dst: None)
-    return trained, tmp_path
+    computed = []                                     # the reference log-probabilities: computed once, read by every arm
+    monkeypatch.setattr(recipes, 'dpo_reference', lambda *a, **k: computed.append(1) or tmp_path / 'pairs.reference.json')
+    yield trained, tmp_path
+    assert len(computed) == 1 and references and set(references) == {tmp_path / 'pairs.reference.json'}
 
 
 AUDIT = {'b010_lr5e-4': (0.8, 0.0), 'b030_lr1e-3': (0.9, 0.0), 'r32_s3': (0.95, 0.0), 'r8_s4': (1.0, 0.5), 'r16_s5': (0.7, 0.0)}
