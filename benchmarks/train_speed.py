@@ -30,7 +30,7 @@ file from its runs without measuring anything:
 
     python benchmarks/train_speed.py --rates-only --out benchmarks/results/train_speed.json
 """
-import argparse, contextlib, gc, json, math, os, sys, time
+import argparse, contextlib, gc, json, math, os, statistics, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,7 +260,7 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
     from rsi_repro.train import train_dpo
     cfg = load_profile(ROOT / 'configs/nemotron.yaml').dpo
     optim = replace(cfg.optim, steps=steps, epochs=None, seed=seed)
-    if split: optim = replace(optim, micro_batch=split[0], grad_accum=split[1], activation_checkpointing=split[2])
+    if split: optim = replace(optim, micro_batch=split[0], grad_accum=split[1], activation_checkpointing=split[2], micro_batch_fit=False)
     out_dir = Path('/tmp/rsi_train_speed') / f'dpo_{arch}'
     free(); t0 = time.perf_counter()
     with patched_loading(folder, config):
@@ -270,7 +270,7 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
     log = [x for x in json.loads((out_dir / 'log_history.json').read_text()) if 'loss' in x]
     cum = [x['num_tokens'] for x in log]
     res = {'stage': 'dpo', 'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
-           'settings': {'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'bf16': optim.bf16,
+           'settings': {'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'bf16': optim.bf16, 'micro_batch_fit': optim.micro_batch_fit,
                         'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len},
            'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': cfg.grid[0].beta, 'nll_weight': cfg.nll_weight,
            'step_seconds': ev['step_seconds'], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
@@ -280,12 +280,32 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
     return res
 
 
-def rate(res):
-    "Real tokens per second over the timed steps: all but the first (warm-up) and a profiled one."
+STEADY_STEPS = 20      # timed steps a rate needs before it is called steady
+RATE_OF = 'median of the timed steps\' real tokens/s'
+OLD_RATE_OF = 'real tokens over seconds of the timed steps'      # how rows measured before the median was used were rated
+
+
+def timed_steps(res) -> list[tuple[int, float, int]]:
+    "(step, seconds, real tokens) of the timed steps: all but the first (warm-up) and a profiled one, the same for every variant."
     skip = {0, res.get('profiled_step', -1)}
-    s = [x for i, x in enumerate(res['step_seconds']) if i not in skip]
-    t = [x for i, x in enumerate(res['step_tokens']) if i not in skip]
-    return round(sum(t) / sum(s), 1) if s else None
+    return [(i, s, t) for i, (s, t) in enumerate(zip(res['step_seconds'], res['step_tokens'])) if i not in skip]
+
+
+def step_stats(res) -> dict:
+    """The timed steps' real tokens/s: how many, whether that many is steady (>= STEADY_STEPS), the median, min and max,
+    and the steps slower than 1.5x the median step time (reported, not removed)."""
+    timed = timed_steps(res)
+    if not timed: return {'timed_steps': 0, 'steady': False}
+    rates = sorted(t / s for _, s, t in timed)
+    mid = statistics.median(s for _, s, _ in timed)
+    return {'timed_steps': len(timed), 'steady': len(timed) >= STEADY_STEPS, 'median_tokens_per_s': round(statistics.median(rates), 1),
+            'min_tokens_per_s': round(rates[0], 1), 'max_tokens_per_s': round(rates[-1], 1),
+            'slow_steps': [{'step': i, 'seconds': round(s, 3)} for i, s, _ in timed if s > 1.5 * mid]}
+
+
+def rate(res):
+    "A variant's rate: the median of its timed steps' real tokens/s (`step_stats`), one formula for every variant."
+    return step_stats(res).get('median_tokens_per_s')
 
 
 def summarise(doc) -> list[dict]:
@@ -305,6 +325,7 @@ def summarise(doc) -> list[dict]:
                         'effective_batch': r['micro_batch'] * r['grad_accum'] if stage == 'dpo' else s['effective_batch'],
                         'mean_row_tokens': (round(r['training_tokens'] / (len(r['step_seconds']) * r['micro_batch'] * r['grad_accum']), 1) if stage == 'dpo'
                                             else s['mean_row_tokens']),
+                        'rate_of': r.get('rate_of', OLD_RATE_OF), **step_stats(r),
                         'date': m['date'], 'device': m['device']})
     return out
 
@@ -357,8 +378,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--shape', choices=sorted(SHAPES))
     ap.add_argument('--variants', nargs='+', default=['stock-16x3', 'ours'])
-    ap.add_argument('--steps', type=int, default=4, help='optimiser steps per variant, the first one untimed')
-    ap.add_argument('--slow-steps', type=int, default=2, help='optimiser steps of a stock variant with micro-batch < 8')
+    ap.add_argument('--steps', type=int, default=STEADY_STEPS + 1, help='optimiser steps per variant, the first one untimed')
+    ap.add_argument('--slow-steps', type=int, default=None, help='optimiser steps of a stock variant with micro-batch < 8 (default: --steps)')
     ap.add_argument('--rows', type=int, default=480)
     ap.add_argument('--pairs', type=int, default=240, help='synthetic preference pairs for the ours-dpo variants')
     ap.add_argument('--eff', type=int, default=48, help='examples per optimiser step (the card\'s 48)')
@@ -412,7 +433,7 @@ def main():
             if v == 'kernel-check': res = kernel_check(arch)
             elif v.startswith('stock-'):
                 m, g = map(int, v.split('-')[1].split('x'))
-                res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 else a.slow_steps, a.seed)
+                res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 or a.slow_steps is None else a.slow_steps, a.seed)
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
                 split = None
@@ -427,7 +448,7 @@ def main():
             import traceback; traceback.print_exc()
             res = {'error': f'{type(e).__name__}: {e}'}; free()
         res = {'variant': v, 'tag': a.tag, 'seconds': round(time.perf_counter() - t0, 1), **res}
-        if 'step_seconds' in res: res['tokens_per_s'] = rate(res)
+        if 'step_seconds' in res: res['tokens_per_s'], res['rate_of'] = rate(res), RATE_OF
         if 'step_padded_tokens' in res:
             res['padding_fraction'] = round(1 - sum(res['step_tokens']) / sum(res['step_padded_tokens']), 3)
         elif 'padded_tokens' in res:

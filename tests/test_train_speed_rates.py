@@ -90,3 +90,17 @@ def test_generation_rates_are_the_last_run_of_each_backend_and_batch():
         keys = rate_keys(nemotron, name)      # what the nemotron profile asks for at this shape is there
         assert {keys['generate.hf'], keys['generate.vllm']} <= set(doc['rates'])
     assert rate_keys(nemotron, 'x')['generate.vllm'] == 'generate.vllm.b256.x'      # the profile serves without batch invariance
+
+
+def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
+    "The summary says how many steps each rate rests on and whether that is steady; the committed rates are not (yet)."
+    ts = train_speed()
+    res = {'step_seconds': [9.0] + [1.0] * 19 + [2.5], 'step_tokens': [100] + [1000] * 19 + [1000]}   # warm-up, 20 timed
+    st = ts.step_stats(res)
+    assert (st['timed_steps'], st['steady'], st['median_tokens_per_s'], st['min_tokens_per_s'], st['max_tokens_per_s']) == (20, True, 1000.0, 400.0, 1000.0)
+    assert st['slow_steps'] == [{'step': 20, 'seconds': 2.5}]                   # reported, and still counted in min
+    assert ts.rate(res) == 1000.0 and ts.step_stats({**res, 'profiled_step': 20})['slow_steps'] == []
+    assert ts.step_stats({'step_seconds': [1.0] * 4, 'step_tokens': [10] * 4})['steady'] is False
+    for row in DOC['summary']:
+        assert row['timed_steps'] >= 1 and row['min_tokens_per_s'] <= row['median_tokens_per_s'] <= row['max_tokens_per_s']
+        assert row['steady'] is False and row['rate_of'] == ts.OLD_RATE_OF      # measured before the 20-step median
