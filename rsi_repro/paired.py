@@ -16,8 +16,9 @@ from .io import atomic_write_text
 from .stats import ALL, OutcomeError, compare, load_outcomes
 
 # %% auto #0
-__all__ = ['LENGTH', 'VIEWS', 'PAIRED_COLUMNS', 'paired_families', 'RegressionRule', 'family_regressions', 'with_views',
-           'paired_read', 'headline', 'plot_length_deltas', 'paired_reads', 'read_pair_files', 'write_paired_read']
+__all__ = ['LENGTH', 'VIEWS', 'PAIRED_COLUMNS', 'FLAG_STYLE', 'paired_families', 'RegressionRule', 'family_regressions',
+           'with_views', 'paired_read', 'headline', 'flagged_row_style', 'plot_length_deltas', 'paired_reads',
+           'read_pair_files', 'write_paired_read']
 
 # %% ../nbs/24_paired.ipynb #c005
 LENGTH = 'new_tokens'
@@ -93,6 +94,14 @@ def headline(read: pd.DataFrame) -> pd.DataFrame:
     said = {i: '; '.join(f"{r.family} {r.rate_a:.3f} -> {r.rate_b:.3f} ({-r.net} net)" for r in g.itertuples())
             for i, g in flags.groupby('instrument', sort=False)}
     return top.assign(regressions=[said.get(i, '') for i in top.index])
+
+# %% ../nbs/24_paired.ipynb #c018g
+FLAG_STYLE = 'background-color: #f4cccc'
+
+def flagged_row_style(row: pd.Series) -> list[str]:
+    "Per-cell styles for one row of a paired read or its `headline`: shaded when it is, or holds, a flagged family."
+    return [FLAG_STYLE if row.get('regression', False) or row.get('regressions', '') else ''] * len(row)
+
 
 # %% ../nbs/24_paired.ipynb #c020
 def plot_length_deltas(read: pd.DataFrame,   # a `paired_read` table (or one candidate's from `paired_reads`)
