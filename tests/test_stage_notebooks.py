@@ -15,12 +15,20 @@ STAGES = sorted(p.stem for p in (ROOT / 'nbs/stages').glob('*.ipynb'))
 
 def test_pools_stage_executes_from_its_own_folder_with_its_defaults():
     "The defaults are root-relative paths; run from nbs/stages/ they must still find configs/tiny.yaml and write under outputs/."
+    import shutil, tempfile
     nb = nbformat.read(ROOT / 'nbs/stages/pools.ipynb', as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name='python3', resources={'metadata': {'path': str(ROOT / 'nbs/stages')}}).execute()
     out = load_profile(ROOT / 'configs/tiny.yaml').run_dir / 'pools'
-    assert (out / 'h6.jsonl').exists() and (out / 'pools.json').exists()
-    assert not (ROOT / 'nbs/stages/outputs').exists()          # nothing landed relative to the notebook's folder
-    assert project_root(out) == ROOT
+    kept = Path(tempfile.mkdtemp()) / 'pools'                  # a demo run's pools stage is put back as it was afterwards
+    if out.exists(): shutil.move(out, kept)
+    try:
+        NotebookClient(nb, timeout=300, kernel_name='python3', resources={'metadata': {'path': str(ROOT / 'nbs/stages')}}).execute()
+        assert (out / 'h6.jsonl').exists() and (out / 'pools.json').exists()
+        assert not (ROOT / 'nbs/stages/outputs').exists()      # nothing landed relative to the notebook's folder
+        assert project_root(out) == ROOT
+    finally:                                                   # a folder no run made would stop the next `make demo`
+        shutil.rmtree(out, ignore_errors=True)
+        if kept.exists(): shutil.move(kept, out)
+        if out.parent.is_dir() and not any(out.parent.iterdir()): out.parent.rmdir()
 
 
 @pytest.mark.parametrize('name', STAGES)
