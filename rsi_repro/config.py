@@ -21,8 +21,8 @@ __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLIC
            'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
            'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
            'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups',
-           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'project_root', 'deep_merge', 'DuplicateKey',
-           'StrictLoader', 'load_profile', 'fingerprint', 'rooted']
+           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'adapter_ranks', 'check_warm_start_ranks',
+           'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -418,6 +418,7 @@ class Profile:
         _check_padding_free(self, where)
         check_overrides(self.overrides, where)
         check_vllm_ranks(self, where)
+        check_warm_start_ranks(self, where)
 
     def resolve(self, path: str | Path) -> Path:
         "A path from the profile, relative to the project root."
@@ -467,6 +468,29 @@ def check_vllm_ranks(profile: Profile, where: str) -> None:
         if profile.base.dtype == 'float32':     # vLLM's LoRA kernels take 16-bit weights only (seen at engine start)
             raise ProfileError(where, 'base.dtype', f"vLLM serves {name}'s LoRA adapter only on a float16 or bfloat16 base, not "
                                "float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge each adapter first")
+def adapter_ranks(profile: Profile, section: str) -> tuple[int, ...]:
+    "The ranks a section's adapters can have: its own, and for DPO each rank/seed arm's (one may become the anchor)."
+    s = getattr(profile, section) if section in LORA_SECTIONS else None
+    return () if s is None else (s.lora.r, *(a.r for a in getattr(s, 'rank_seed', ())))
+
+def _warm_starts(p: Profile):
+    "(setting, rank, the section whose adapter it starts from) for every adapter trained from another's."
+    if p.sft is not None and p.sft.warm_start: yield 'sft.lora.r', p.sft.lora.r, p.sft.warm_start
+    if p.dpo is not None and p.dpo.warm_start:
+        yield 'dpo.lora.r', p.dpo.lora.r, p.dpo.warm_start
+        for i, a in enumerate(p.dpo.rank_seed): yield f"dpo.rank_seed[{i}].r", a.r, p.dpo.warm_start
+    if p.repair is not None: yield 'repair.lora.r', p.repair.lora.r, p.repair.warm_start
+    for a in (p.rounds.arms if p.rounds is not None else ()):
+        source = {'parent': p.rounds.sample_from, 'champion': 'rounds'}.get(a.warm_start, a.warm_start)
+        yield 'rounds.lora.r', p.rounds.lora.r, 'rounds' if source in {b.name for b in p.rounds.arms} else source
+
+def check_warm_start_ranks(profile: Profile, where: str) -> None:
+    "Refuse an adapter of lower rank than the one it warm-starts from: training would refuse it, hours into the run."
+    for setting, r, source in _warm_starts(profile):
+        if max(adapter_ranks(profile, source), default=0) > r:
+            raise ProfileError(where, setting, f"rank {r} is below the rank {max(adapter_ranks(profile, source))} of the {source} "
+                               "adapter it warm-starts from; a warm start can keep or grow a LoRA's rank, not shrink it")
+
 
 # %% ../nbs/00_config.ipynb #c018
 def project_root(start: Path) -> Path:
