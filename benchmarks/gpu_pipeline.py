@@ -1,7 +1,7 @@
 """The study's pipeline on GPUs, stage by stage: wall time, peak GPU memory, GPUs used, backend, versions.
 
     python benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out RESULT.json        # from a clean folder, then a rerun
-    python benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-after 25 --out RESULT.json
+    python benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards 2 --out RESULT.json
 
 `run` deletes the profile's run folder, runs every stage with `rsi_repro.pipeline.run` while a thread samples every
 GPU's used memory through NVML (every 0.2 s), then runs the profile again (every stage must be skipped), and writes
@@ -9,7 +9,7 @@ per stage: wall seconds, the peak memory used on each GPU while it ran (all proc
 training ranks and generation engines), the GPUs the stage saw, and the backend; with the versions and the machine.
 
 `resume` reruns one finished stage from a clean folder (`--force`) in a child process, kills that process group
-after `--kill-after` seconds (mid-generation), runs the profile again (the stage resumes from its shards), and
+once it has written `--kill-at-shards` shards (mid-generation; `--kill-after` seconds at the latest), runs the profile again (the stage resumes from its shards), and
 compares the resumed stage's per-prompt outcome files and generated rows with the finished run's: shards written
 before the kill must be byte-identical afterwards (nothing lost, nothing generated twice), and every row must equal the
 uninterrupted run's. Both write the JSON to --out (merged into it when it exists).
@@ -107,7 +107,12 @@ def cmd_resume(a):
     if not before: sys.exit(f"{stage_dir}: run the profile first (no rows to compare with)")
     child = subprocess.Popen([sys.executable, '-m', 'rsi_repro.cli', 'run', a.profile, '--only', a.stage, '--force', a.stage],
                              cwd=ROOT, start_new_session=True)
-    time.sleep(a.kill_after)
+    started = time.time()
+    while time.time() - started < a.kill_after and child.poll() is None:      # mid-generation: once shards are on disk
+        if sum(p.stat().st_mtime > started for p in stage_dir.rglob('shard-*.jsonl')) >= a.kill_at_shards: break
+        time.sleep(0.5)
+    killed_after = round(time.time() - started, 1)
+    if child.poll() is not None: sys.exit(f"the stage finished in {killed_after} s, before {a.kill_at_shards} shards: nothing to resume")
     os.killpg(child.pid, signal.SIGKILL); child.wait()
     time.sleep(2)
     shards = {str(p.relative_to(stage_dir)): (p.stat().st_mtime_ns, sha256_file(p)) for p in stage_dir.rglob('shard-*.jsonl')}
@@ -117,7 +122,7 @@ def cmd_resume(a):
     kept = {k: v for k, v in shards.items() if (stage_dir / k).exists() and
             ((stage_dir / k).stat().st_mtime_ns, sha256_file(stage_dir / k)) == v}
     differ = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    result = {'stage': a.stage, 'killed_after_seconds': a.kill_after, 'shards_written_before_kill': len(shards),
+    result = {'stage': a.stage, 'killed_after_seconds': killed_after, 'shards_written_before_kill': len(shards),
               'shards_kept_unchanged': len(kept), 'resume_exit': done.returncode, 'resume_seconds': round(time.time() - t0, 1),
               'files_compared': len(set(before) | set(after)), 'files_differing': differ[:20], 'n_differing': len(differ)}
     merge_out(Path(a.out), f'resume_{a.stage}', result)
@@ -127,6 +132,7 @@ def cmd_resume(a):
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
     ap.add_argument('what', choices=['run', 'resume']); ap.add_argument('profile')
-    ap.add_argument('--out', required=True); ap.add_argument('--stage', default='eval'); ap.add_argument('--kill-after', type=float, default=25)
+    ap.add_argument('--out', required=True); ap.add_argument('--stage', default='eval'); ap.add_argument('--kill-after', type=float, default=300, help='at the latest')
+    ap.add_argument('--kill-at-shards', type=int, default=2, help='kill once this many shards were written')
     a = ap.parse_args()
     {'run': cmd_run, 'resume': cmd_resume}[a.what](a)

@@ -11,22 +11,33 @@
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
 #
-# A device call lasts at most 10 minutes: `start STEP ...` runs the steps in the background, in a session of their own
-# (results in /tmp/study_out), and `wait` (in later calls, back to back) waits up to $WAIT seconds for them, then copies
-# the results to $OUT and shows the log's end.
+#   bash benchmarks/device/gpu_study.sh caches   # the Triton kernels compiled here, as triton_cache.tgz (carry it back
+#                                                # as .triton_cache.tgz: every step then starts with them)
+# A device call lasts at most 10 minutes: `start LANE ...` runs each lane (steps joined by commas, e.g. smoke,resume) in
+# the background in a session of its own, the lanes side by side on the one GPU (results in /tmp/study_out), and
+# `wait` (in later calls, back to back) waits up to $WAIT seconds for every lane, then copies the results to $OUT and
+# shows each lane's log's end.
 set -u
 case "${1:-}" in
-start) shift; rm -f /tmp/study.done; mkdir -p /tmp/study_out
-       OUT=/tmp/study_out setsid nohup bash -c "bash '$0' $* ; touch /tmp/study.done" > /tmp/study.log 2>&1 < /dev/null &
-       echo "started in the background: $*"; exit 0 ;;
-wait)  for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ -f /tmp/study.done ] && break; sleep 5; done
-       [ -f /tmp/study.done ] && echo "finished" || echo "still running"
-       cp -r /tmp/study_out/. "${OUT:-/tmp/out}/" 2>/dev/null; grep -v "^\[IPKernelApp\]" /tmp/study.log | tail -n 40; exit 0 ;;
+start) shift; rm -rf /tmp/study.lanes; mkdir -p /tmp/study_out /tmp/study.lanes
+       for lane in "$@"; do
+         OUT=/tmp/study_out setsid nohup bash -c "bash '$0' ${lane//,/ } ; touch /tmp/study.lanes/$lane.done" > "/tmp/study.$lane.log" 2>&1 < /dev/null &
+         echo "$lane" >> /tmp/study.lanes/all; echo "started in the background: ${lane//,/ }"; sleep 5   # one kernel spec install at a time
+       done; exit 0 ;;
+wait)  lanes=$(wc -l < /tmp/study.lanes/all)
+       for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ "$(ls /tmp/study.lanes/*.done 2>/dev/null | wc -l)" -ge "$lanes" ] && break; sleep 5; done
+       mkdir -p "${OUT:-/tmp/out}"; tar -czf "${OUT:-/tmp/out}/study.tgz" -C /tmp/study_out . 2>/dev/null   # one file: $OUT returns 8
+       [ -f /tmp/triton_cache.tgz ] && cp /tmp/triton_cache.tgz "${OUT:-/tmp/out}/"
+       while read -r lane; do
+         [ -f "/tmp/study.lanes/$lane.done" ] && echo "== $lane: finished" || echo "== $lane: still running"
+         grep -v "^\[IPKernelApp\]" "/tmp/study.$lane.log" | tail -n ${TAIL:-15}
+       done < /tmp/study.lanes/all; exit 0 ;;
 esac
 export PYTHONPATH=/tmp/vllm_site:/tmp/site:$PWD PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export JUPYTER_PATH=/tmp/site/share/jupyter     # nbconvert's templates, installed with the wheels under --target
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast on shared hosts
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+[ -f .triton_cache.tgz ] && [ ! -d ~/.triton/cache ] && mkdir -p ~/.triton && tar -xzf .triton_cache.tgz -C ~/.triton
 kernel() { [ -d ~/.local/share/jupyter/kernels/python3 ] || python3 -m ipykernel install --user --name python3 > /dev/null; }
 rsi() { python3 -m rsi_repro.cli "$@"; }
 for step in "$@"; do
@@ -41,8 +52,9 @@ from rsi_repro.tiny import build_nemotron_h_small
 info = build_nemotron_h_small('data/nemotron_h_small', device='cuda')
 print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; loss', info['loss_log'][0]['loss'], '->', info['loss_log'][-1]['loss'])"
     tar -cf "$OUT/nemotron_h_small.tar" data/nemotron_h_small ;;
-  smoke) kernel; python3 benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out "$OUT/gpu_pipeline.json" 2>&1 | tee "$OUT/smoke.log" | grep -v "^\[IPKernelApp\]" ;;
-  resume) kernel; python3 benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-after "${KILL_AFTER:-20}" --out "$OUT/gpu_pipeline.json" > "$OUT/resume.log" 2>&1; tail -n 25 "$OUT/resume.log" ;;
+  smoke) kernel; python3 benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out "$OUT/gpu_pipeline.json" 2>&1 | tee "$OUT/smoke.log" | grep -v "^\[IPKernelApp\]"
+         cp outputs/gpu-smoke/report/summary.json "$OUT/smoke_summary.json" 2>/dev/null ;;
+  resume) kernel; python3 benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards "${KILL_AT_SHARDS:-3}" --out "$OUT/gpu_pipeline.json" > "$OUT/resume.log" 2>&1; tail -n 25 "$OUT/resume.log" ;;
   tests) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu.py tests/test_train_fast.py > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
   tiny) kernel; python3 benchmarks/gpu_pipeline.py run configs/tiny-vllm.yaml --out "$OUT/gpu_pipeline_tiny.json" > "$OUT/tiny.log" 2>&1; tail -n 25 "$OUT/tiny.log"
         cp outputs/tiny-vllm/report/summary.json "$OUT/tiny_vllm_summary.json" 2>/dev/null
@@ -51,7 +63,8 @@ import json
 for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
     print(r['step'], r['instrument'], r['n'], round(r['rate_parent'], 3), round(r['rate'], 3), r['fixed'], r['lost'], '%.3g' % r['p'])" ;;
   estimate) rsi estimate configs/nemotron.yaml --run outputs/gpu-smoke > "$OUT/estimate_run.txt" 2>&1; tail -n 5 "$OUT/estimate_run.txt" ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate ..." >&2; exit 2 ;;
+  caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz ;;   # `wait` returns it beside study.tgz
+  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
