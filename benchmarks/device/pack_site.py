@@ -10,11 +10,11 @@ FlashAttention-3 library goes from 38 MB deflated to 10 MB: its kernels repeat a
 --target into one folder, using a Python 3.12 interpreter (--python) so that pip takes the GPU machine's wheel tags,
 then writes one `tar | zstd -19 --long=27` stream cut into pieces that fit beside the working tree (--piece-mib), a
 manifest with every piece's sha256, and the zstandard wheel that `unpack` decompresses with (the machine has no zstd).
-Each device call carries one piece (`carry: [.site_ship/zstandard.whl, .site_ship/parts/site.NN]`: carried files that
-are already there stay between calls); the call with the last piece runs `unpack`, which refuses a missing or changed
+Each device call carries one piece (`carry: [.site_ship/manifest.json, .site_ship/parts/site.NN]`: carried files that
+are already there stay between calls); the call with the last piece carries the zstandard wheel too and runs `unpack`, which refuses a missing or changed
 piece by name before it writes anything.
 """
-import argparse, hashlib, json, os, shutil, subprocess, sys, tarfile
+import argparse, hashlib, json, shutil, subprocess, sys, tarfile, zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,19 +52,30 @@ def pack(a):
                     '--platform', 'manylinux2014_x86_64', '--platform', 'manylinux_2_17_x86_64', '-d', str(stage / 'z'),
                     'zstandard==0.25.0'], check=True)
     shutil.copy(next((stage / 'z').glob('zstandard-*.whl')), SHIP / 'zstandard.whl')
-    piece = int((a.piece_mib or (64 - a.margin_mib - (tree_bytes() + (SHIP / 'zstandard.whl').stat().st_size) / 2**20)) * 2**20)
-    cmd = (f"tar -cf - -C {stage} site | zstd -q -{a.level} --long={WINDOW_LOG} -T0 | "
-           f"split -b {piece} -d -a 2 - {SHIP / 'parts' / 'site.'}")
-    subprocess.run(['bash', '-o', 'pipefail', '-c', cmd], check=True)
+    subprocess.run(['bash', '-o', 'pipefail', '-c', f"tar -cf - -C {stage} site | zstd -q -{a.level} --long={WINDOW_LOG} -T0 "
+                    f"> {stage / 'site.tar.zst'}"], check=True)
+    installed = sum(p.stat().st_size for p in (stage / 'site').rglob('*') if p.is_file())
+    cut(a, {'installed_bytes': installed, 'wheels': [w.name for w in wheels]})
+
+
+def cut(a, about: dict | None = None):
+    "Cut the compressed stream into pieces that fit one call each beside the working tree, with a manifest of their sha256."
+    stream = Path(a.stage) / 'site.tar.zst'
+    if about is None: about = {k: v for k, v in json.loads((SHIP / 'manifest.json').read_text()).items() if k in ('installed_bytes', 'wheels')}
+    piece = int((a.piece_mib or (64 - a.margin_mib - tree_bytes() / 2**20)) * 2**20)
+    shutil.rmtree(SHIP / 'parts', ignore_errors=True); (SHIP / 'parts').mkdir(parents=True)
+    subprocess.run(['split', '-b', str(piece), '-d', '-a', '2', str(stream), str(SHIP / 'parts' / 'site.')], check=True)
     parts = sorted((SHIP / 'parts').iterdir())
     out = {'what': 'tar of one pip --target folder (vLLM + pipeline wheels), zstd-compressed, cut in pieces',
-           'window_log': WINDOW_LOG, 'installed_bytes': sum(p.stat().st_size for p in (stage / 'site').rglob('*') if p.is_file()),
-           'wheels': [w.name for w in wheels], 'piece_bytes': piece,
+           'window_log': WINDOW_LOG, **about, 'piece_bytes': piece,
            'pieces': [{'file': p.name, 'bytes': p.stat().st_size, 'sha256': sha256(p)} for p in parts]}
     (SHIP / 'manifest.json').write_text(json.dumps(out, indent=1) + '\n')
-    print(f"{len(wheels)} wheels, {out['installed_bytes'] / 2**20:.0f} MiB installed -> {len(parts)} pieces of "
+    print(f"{len(about['wheels'])} wheels, {about['installed_bytes'] / 2**20:.0f} MiB installed -> {len(parts)} pieces of "
           f"<= {piece / 2**20:.1f} MiB ({sum(p.stat().st_size for p in parts) / 2**20:.0f} MiB)")
-    for p in parts: print(f"  carry: [.site_ship/manifest.json, .site_ship/zstandard.whl, .site_ship/parts/{p.name}]")
+    with_wheel = parts[-1].stat().st_size + (SHIP / 'zstandard.whl').stat().st_size <= piece   # else the wheel takes a call
+    for p in parts[:-1] if with_wheel else parts: print(f"  carry: [.site_ship/manifest.json, .site_ship/parts/{p.name}]")
+    print(f"  carry: [.site_ship/manifest.json, .site_ship/zstandard.whl{', .site_ship/parts/' + parts[-1].name if with_wheel else ''}]"
+          "   # then: python3 benchmarks/device/pack_site.py unpack")
 
 
 def unpack(a):
@@ -72,8 +83,7 @@ def unpack(a):
     parts = [ROOT / '.site_ship/parts' / p['file'] for p in man['pieces']]
     bad = [p['file'] for p, f in zip(man['pieces'], parts) if not f.exists() or f.stat().st_size != p['bytes'] or sha256(f) != p['sha256']]
     if bad: sys.exit(f"unpack: pieces missing or changed: {', '.join(bad)}")
-    subprocess.run([sys.executable, '-m', 'pip', 'install', '-q', '--no-index', '--no-deps', '--target', '/tmp/zstd_site',
-                    str(ROOT / '.site_ship/zstandard.whl')], check=True)
+    zipfile.ZipFile(ROOT / '.site_ship/zstandard.whl').extractall('/tmp/zstd_site')     # a wheel is a zip of its package
     sys.path.insert(0, '/tmp/zstd_site')
     import zstandard
 
@@ -106,7 +116,11 @@ if __name__ == '__main__':
     p.add_argument('--level', type=int, default=19)
     p.add_argument('--piece-mib', type=float, default=None)
     p.add_argument('--margin-mib', type=float, default=1.5)
+    c = sub.add_parser('cut', help="cut pack's stream again (after the working tree grew or shrank)")
+    c.add_argument('--stage', default='/tmp/site_stage')
+    c.add_argument('--piece-mib', type=float, default=None)
+    c.add_argument('--margin-mib', type=float, default=1.5)
     u = sub.add_parser('unpack')
     u.add_argument('--to', default='/tmp')
     a = ap.parse_args()
-    pack(a) if a.cmd == 'pack' else unpack(a)
+    {'pack': pack, 'cut': cut, 'unpack': unpack}[a.cmd](a)
