@@ -65,6 +65,18 @@ def timed_run(profile, mem, **kw):
     return results, peaks, round(time.time() - t0, 1)
 
 
+def training_runs(run_dir: Path) -> list[dict]:
+    "Where each training run's time went, from its evidence: the split fit's seconds beside the training's."
+    out = []
+    for f in sorted(run_dir.rglob('training_evidence.json')):
+        ev = json.loads(f.read_text())
+        if ev.get('wall_seconds') is None: continue          # a soup: mixed, not trained
+        out.append({'run': str(f.parent.relative_to(run_dir)), 'steps': ev.get('steps'), 'wall_seconds': ev.get('wall_seconds'),
+                    'fit_seconds': (ev.get('fit') or {}).get('seconds'), 'split': f"{ev.get('micro_batch')}x{ev.get('grad_accum')}",
+                    'activation_checkpointing': ev.get('activation_checkpointing'), 'training_tokens': ev.get('training_tokens')})
+    return out
+
+
 def merge_out(path: Path, key: str, value) -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     data[key] = value
@@ -85,6 +97,7 @@ def cmd_run(a):
     result = {'profile': a.profile, 'run_dir': str(profile.run_dir.relative_to(ROOT)), 'stages': stages,
               'stage_seconds': round(sum(r.seconds for r in first), 1), 'wall_seconds': total,
               'rerun': {'statuses': sorted({r.status for r in again}), 'wall_seconds': total_again},
+              'training_runs': training_runs(profile.run_dir),
               'versions': versions(), 'date': time.strftime('%Y-%m-%d')}
     merge_out(Path(a.out), 'run', result)
     print(json.dumps({k: v for k, v in result.items() if k != 'stages'}, indent=1))
@@ -114,6 +127,7 @@ def cmd_resume(a):
     killed_after = round(time.time() - started, 1)
     if child.poll() is not None: sys.exit(f"the stage finished in {killed_after} s, before {a.kill_at_shards} shards: nothing to resume")
     os.killpg(child.pid, signal.SIGKILL); child.wait()
+    for aside in profile.run_dir.glob(f'.{a.stage}.previous*'): shutil.rmtree(aside)   # else the finished run is put back
     time.sleep(2)
     shards = {str(p.relative_to(stage_dir)): (p.stat().st_mtime_ns, sha256_file(p)) for p in stage_dir.rglob('shard-*.jsonl')}
     t0 = time.time()

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The study's pipeline on the GPU machine. The wheels travel first: the pipeline's (pipeline_wheels.py, carried as
-# .pipeline_wheels: `gpu_study.sh wheels` installs them into /tmp/site) and vLLM's (prepare_vllm.py's pieces, one call
-# each; install_vllm.py install puts them in /tmp/vllm_site). Results and logs under $OUT.
+# The study's pipeline on the GPU machine. The wheels travel first, as one compressed install in pieces
+# (benchmarks/device/pack_site.py: one piece per call, moved to /tmp/ship there; the last call runs `pack_site.py unpack`,
+# which puts vLLM and the pipeline's wheels in /tmp/site). Carry .triton_cache.tgz (from `caches`) to skip the first
+# engine's kernel compiles. Results and logs under $OUT.
 #
-#   bash benchmarks/device/gpu_study.sh wheels   # install the carried .pipeline_wheels into /tmp/site; list the machine's packages
+#   bash benchmarks/device/gpu_study.sh wheels   # or: install the carried .pipeline_wheels alone into /tmp/site; list the machine's packages
 #   bash benchmarks/device/gpu_study.sh base     # build data/nemotron_h_small on the GPU when absent; a tar of it to $OUT
 #   bash benchmarks/device/gpu_study.sh smoke    # configs/gpu-smoke.yaml from a clean folder, then a rerun that skips all
 #   bash benchmarks/device/gpu_study.sh resume   # kill gpu-smoke's eval part-way, resume, compare with the finished rows

@@ -4,15 +4,17 @@
     python3 benchmarks/device/pack_site.py unpack   # there, after the last piece arrived: check, join, decompress to /tmp/site
 
 Shipping the wheels themselves (prepare_vllm.py + install_vllm.py) costs one call per ~44 MiB of deflate-compressed
-wheels. Installed and compressed as one zstd stream with a long window, the same files are ~30 % smaller (vLLM's
-FlashAttention-3 library goes from 38 MB deflated to 10 MB: its kernels repeat across head sizes), so fewer calls.
+wheels. Installed and compressed as one zstd stream with a long window, the same files are a third smaller (vLLM's
+FlashAttention-3 library goes from 38 MB deflated to 10 MB: its kernels repeat across head sizes): 411 MB of wheels
+were 268 MB in 8 calls on 2026-12-01 (benchmarks/results/site_ship_manifest.json).
 `pack` installs prepare_vllm.py's chosen wheels (--ship's manifest) and pipeline_wheels.py's (--pipeline) with pip
 --target into one folder, using a Python 3.12 interpreter (--python) so that pip takes the GPU machine's wheel tags,
 then writes one `tar | zstd -19 --long=27` stream cut into pieces that fit beside the working tree (--piece-mib), a
 manifest with every piece's sha256, and the zstandard wheel that `unpack` decompresses with (the machine has no zstd).
-Each device call carries one piece (`carry: [.site_ship/manifest.json, .site_ship/parts/site.NN]`: carried files that
-are already there stay between calls); the call with the last piece carries the zstandard wheel too and runs `unpack`, which refuses a missing or changed
-piece by name before it writes anything.
+Each device call carries one piece (`carry: [.site_ship/manifest.json, .site_ship/parts/site.NN]`) and starts with
+`mkdir -p /tmp/ship && cp .site_ship/parts/* /tmp/ship/`: a call removes the pieces an earlier call carried into the
+repository, so each moves its own out. The call with the last piece carries the zstandard wheel too and runs `unpack`,
+which refuses a missing or changed piece by name before it writes anything.
 """
 import argparse, hashlib, json, shutil, subprocess, sys, tarfile, zipfile
 from pathlib import Path
@@ -80,7 +82,7 @@ def cut(a, about: dict | None = None):
 
 def unpack(a):
     man = json.loads((ROOT / '.site_ship/manifest.json').read_text())
-    parts = [ROOT / '.site_ship/parts' / p['file'] for p in man['pieces']]
+    parts = [Path(a.parts) / p['file'] for p in man['pieces']]
     bad = [p['file'] for p, f in zip(man['pieces'], parts) if not f.exists() or f.stat().st_size != p['bytes'] or sha256(f) != p['sha256']]
     if bad: sys.exit(f"unpack: pieces missing or changed: {', '.join(bad)}")
     zipfile.ZipFile(ROOT / '.site_ship/zstandard.whl').extractall('/tmp/zstd_site')     # a wheel is a zip of its package
@@ -122,5 +124,6 @@ if __name__ == '__main__':
     c.add_argument('--margin-mib', type=float, default=1.5)
     u = sub.add_parser('unpack')
     u.add_argument('--to', default='/tmp')
+    u.add_argument('--parts', default='/tmp/ship', help='where the calls put the pieces (a call removes the carried pieces of the one before)')
     a = ap.parse_args()
     {'pack': pack, 'cut': cut, 'unpack': unpack}[a.cmd](a)
