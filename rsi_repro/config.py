@@ -468,6 +468,7 @@ def check_vllm_ranks(profile: Profile, where: str) -> None:
         if profile.base.dtype == 'float32':     # vLLM's LoRA kernels take 16-bit weights only (seen at engine start)
             raise ProfileError(where, 'base.dtype', f"vLLM serves {name}'s LoRA adapter only on a float16 or bfloat16 base, not "
                                "float32; set base.dtype: bfloat16, or serving.merge_lora: true to merge each adapter first")
+
 def adapter_ranks(profile: Profile, section: str) -> tuple[int, ...]:
     "The ranks a section's adapters can have: its own, and for DPO each rank/seed arm's (one may become the anchor)."
     s = getattr(profile, section) if section in LORA_SECTIONS else None
