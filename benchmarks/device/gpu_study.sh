@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The study's pipeline on the GPU machine. The wheels travel first, as one compressed install in pieces
 # (benchmarks/device/pack_site.py: one piece per call, moved to /tmp/ship there; the last call runs `pack_site.py unpack`,
-# which puts vLLM and the pipeline's wheels in /tmp/site). Carry .triton_cache.tgz (from `caches`) to skip the first
+# which puts vLLM and the pipeline's wheels in /tmp/site). Carry .triton_cache.tgz and .flashinfer_cache.tgz (from `caches`) to skip the first
 # engine's kernel compiles. Results and logs under $OUT.
 #
 #   bash benchmarks/device/gpu_study.sh wheels   # or: install the carried .pipeline_wheels alone into /tmp/site; list the machine's packages
@@ -12,8 +12,10 @@
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
 #
-#   bash benchmarks/device/gpu_study.sh caches   # the Triton kernels compiled here, as triton_cache.tgz (carry it back
-#                                                # as .triton_cache.tgz: every step then starts with them)
+#   bash benchmarks/device/gpu_study.sh caches   # what the first engine compiled here: the Triton kernels (triton_cache.tgz)
+#                                                # and FlashInfer's JIT-built sampling ops with vLLM's model-inspection cache
+#                                                # (flashinfer_cache.tgz: the sampling ops took 83 s of the first start); carry
+#                                                # them back as .triton_cache.tgz and .flashinfer_cache.tgz
 # A device call lasts at most 10 minutes: `start LANE ...` runs each lane (steps joined by commas, e.g. smoke,resume) in
 # the background in a session of its own, the lanes side by side on the one GPU (results in /tmp/study_out), and
 # `wait` (in later calls, back to back) waits up to $WAIT seconds for every lane, then copies the results to $OUT and
@@ -21,6 +23,8 @@
 set -u
 case "${1:-}" in
 start) shift; rm -rf /tmp/study.lanes; mkdir -p /tmp/study_out /tmp/study.lanes
+       # the wheels were installed without bytecode: compile it once on all cores, not in every lane's first import
+       [ -d /tmp/site ] && [ ! -f /tmp/site/.compiled ] && python3 -m compileall -q -j 0 /tmp/site > /dev/null 2>&1; touch /tmp/site/.compiled
        for lane in "$@"; do
          OUT=/tmp/study_out setsid nohup bash -c "bash '$0' ${lane//,/ } ; touch /tmp/study.lanes/$lane.done" > "/tmp/study.$lane.log" 2>&1 < /dev/null &
          echo "$lane" >> /tmp/study.lanes/all; echo "started in the background: ${lane//,/ }"; sleep 5   # one kernel spec install at a time
@@ -28,7 +32,7 @@ start) shift; rm -rf /tmp/study.lanes; mkdir -p /tmp/study_out /tmp/study.lanes
 wait)  lanes=$(wc -l < /tmp/study.lanes/all)
        for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ "$(ls /tmp/study.lanes/*.done 2>/dev/null | wc -l)" -ge "$lanes" ] && break; sleep 5; done
        mkdir -p "${OUT:-/tmp/out}"; tar -czf "${OUT:-/tmp/out}/study.tgz" -C /tmp/study_out . 2>/dev/null   # one file: $OUT returns 8
-       [ -f /tmp/triton_cache.tgz ] && cp /tmp/triton_cache.tgz "${OUT:-/tmp/out}/"
+       for c in triton_cache flashinfer_cache; do [ -f /tmp/$c.tgz ] && cp /tmp/$c.tgz "${OUT:-/tmp/out}/"; done
        while read -r lane; do
          [ -f "/tmp/study.lanes/$lane.done" ] && echo "== $lane: finished" || echo "== $lane: still running"
          grep -v "^\[IPKernelApp\]" "/tmp/study.$lane.log" | tail -n ${TAIL:-15}
@@ -39,6 +43,7 @@ export JUPYTER_PATH=/tmp/site/share/jupyter     # nbconvert's templates, install
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1   # no NVLink multicast on shared hosts
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .triton_cache.tgz ] && [ ! -d ~/.triton/cache ] && mkdir -p ~/.triton && tar -xzf .triton_cache.tgz -C ~/.triton
+[ -f .flashinfer_cache.tgz ] && [ ! -d ~/.cache/flashinfer ] && mkdir -p ~/.cache && tar -xzf .flashinfer_cache.tgz -C ~/.cache
 kernel() { [ -d ~/.local/share/jupyter/kernels/python3 ] || python3 -m ipykernel install --user --name python3 > /dev/null; }
 rsi() { python3 -m rsi_repro.cli "$@"; }
 for step in "$@"; do
@@ -64,7 +69,8 @@ import json
 for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
     print(r['step'], r['instrument'], r['n'], round(r['rate_parent'], 3), round(r['rate'], 3), r['fixed'], r['lost'], '%.3g' % r['p'])" ;;
   estimate) rsi estimate configs/nemotron.yaml --run outputs/gpu-smoke > "$OUT/estimate_run.txt" 2>&1; tail -n 5 "$OUT/estimate_run.txt" ;;
-  caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz ;;   # `wait` returns it beside study.tgz
+  caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
+          tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
   *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|caches ..." >&2; exit 2 ;;
   esac
 done
