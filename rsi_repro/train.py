@@ -13,7 +13,7 @@ from .chat import write_chat_template
 from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
 from .config import Lora, Optim
 from .generate import ModelRef, adapter_identity, base_identity, check_adapter_base, load_tokenizer, portable_base_name, release_engines
-from .io import atomic_write_text, from_root, portable, sha256_file
+from .io import atomic_write_text, from_root, portable, sha256_file, sha256_json
 from .layout import EVIDENCE
 from .typed import from_dict, to_dict
 
@@ -23,10 +23,11 @@ __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS'
            'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class',
            'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'lean_grouped_mm_experts',
            'use_lean_experts', 'choose_split', 'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths',
-           'fit_split', 'resolve_split', 'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record',
-           'train_sft', 'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs',
-           'train_dpo', 'loss_log', 'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference',
-           'reference_is_current', 'reference_evidence', 'reference_logps', 'dpo_reference']
+           'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
+           'train_falling_back', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
+           'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
+           'reference_path', 'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence',
+           'reference_logps', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -500,6 +501,44 @@ def resolve_split(make, net,
         return Split(optim.micro_batch, optim.grad_accum, ckpt is True), {'skipped': 'no CUDA device'}
     return fit_split(make, net, *rows(), optim, seed, steps)
 
+# %% ../nbs/31_train.ipynb #g007f
+_FITS: dict[str, dict] = {}    # the splits this process measured, by `fit_key`
+
+def gpu_identity() -> list | None:
+    "The GPU a fit in this process measures (its name and memory), or None without one."
+    import torch
+    if not torch.cuda.is_available(): return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return [props.name, props.total_memory]
+
+def fit_key(kind: str,          # 'sft' or 'dpo'
+            args: dict,         # the training call's arguments as plain data (as `launch_training` sends them to a rank)
+            gpu,                # what identifies the GPU the fit measures (`gpu_identity`); None: nothing is measured
+            ) -> str | None:
+    """What a measured split depends on: the base, the starting adapter, the LoRA, the rows (the data file's bytes), a
+    step's settings, the seed and steps (the run's order), the DPO loss's NLL term, whether the reference is shared (a
+    trainer without it holds a reference adapter), and the GPU. Not the learning rate or beta."""
+    if gpu is None: return None
+    optim = {k: v for k, v in args['optim'].items() if k != 'lr'}
+    return sha256_json({'kind': kind, 'model': args['model'], 'architecture': args['architecture'],
+                        'data_sha256': sha256_file(args['data_path']), 'warm_start': adapter_identity(args.get('warm_start')),
+                        'lora': args['lora'], 'optim': optim, 'seed': args.get('seed'), 'steps': args.get('steps'),
+                        'nll_weight': args.get('nll_weight'), 'shared_reference': bool(args.get('reference')), 'gpu': gpu})
+
+def shared_fit(key: str | None, tag: str,
+               measure,                # () -> (split, fit): `resolve_split`, or a fit in a launched process
+               ) -> tuple[Split, dict | None]:
+    """`measure()` once per `key` in this process; a later run with that key takes the first one's split, its evidence
+    naming the run that measured it. A fit that measured nothing (no GPU, no fit asked for) is not kept."""
+    if key is not None and key in _FITS:
+        first = _FITS[key]
+        return Split(**first['split']), {**first['fit'], 'seconds': 0.0, 'measured_by': first['tag'],
+                                         'measured_seconds': first['fit']['seconds']}
+    split, fit = measure()
+    if key is not None and fit and 'candidates' in fit: _FITS[key] = {'split': asdict(split), 'fit': dict(fit), 'tag': tag}
+    return split, fit
+
+
 # %% ../nbs/31_train.ipynb #g009
 def fallback_splits(split: Split, checkpointing) -> list[Split]:
     """The splits a run falls back to, in order, when `split` runs out of memory: the same examples per step in smaller
@@ -603,10 +642,10 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
               ) -> dict:
     "LoRA SFT on a mix file; saves the adapter, its chat template and training_evidence.json into `out_dir`."
     procs = processes()
+    args = dict(model=asdict(model), architecture=architecture, data_path=str(mix_path), lora=to_dict(lora), optim=to_dict(optim),
+                out_dir=str(out_dir), tag=tag, warm_start=warm_start, steps=steps, lr=lr, seed=seed, report_to=list(report_to))
     if procs.elsewhere and not fit_to:
         if callbacks: raise ValueError("trainer callbacks cannot travel to launched ranks: train in one process to use them")
-        args = dict(model=asdict(model), architecture=architecture, data_path=str(mix_path), lora=to_dict(lora), optim=to_dict(optim),
-                    out_dir=str(out_dir), tag=tag, warm_start=warm_start, steps=steps, lr=lr, seed=seed, report_to=list(report_to))
         return launch_training('sft', args, optim, procs)
     release_engines()                  # generation engines hold GPU memory a trainer needs
     from datasets import Dataset
@@ -634,7 +673,8 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
         return trainer
     fit = None
     if split is None:
-        split, fit = resolve_split(make, net, lambda: (data, lengths), optim, run_seed, steps if steps is not None else optim.steps)
+        split, fit = shared_fit(fit_key('sft', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
+                                lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, steps if steps is not None else optim.steps))
     if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
     def train(trainer, s: Split, retries: list):
         for cb in callbacks: trainer.add_callback(cb)
@@ -700,11 +740,10 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
     "LoRA DPO (sigmoid + weighted NLL on the chosen answer) on a JSONL of TRL-format pairs; saves adapter and evidence."
     if optim.padding_free: raise ValueError("padding_free is implemented for SFT stages; TRL's DPO pads every pair")
     procs = processes()
-    if procs.elsewhere and not fit_to:
-        args = dict(model=asdict(model), architecture=architecture, data_path=str(pairs_path), lora=to_dict(lora), optim=to_dict(optim),
-                    out_dir=str(out_dir), tag=tag, beta=beta, nll_weight=nll_weight, warm_start=warm_start, lr=lr, steps=steps,
-                    report_to=list(report_to), reference=str(reference) if reference else None)
-        return launch_training('dpo', args, optim, procs)
+    args = dict(model=asdict(model), architecture=architecture, data_path=str(pairs_path), lora=to_dict(lora), optim=to_dict(optim),
+                out_dir=str(out_dir), tag=tag, beta=beta, nll_weight=nll_weight, warm_start=warm_start, lr=lr, steps=steps,
+                report_to=list(report_to), reference=str(reference) if reference else None)
+    if procs.elsewhere and not fit_to: return launch_training('dpo', args, optim, procs)
     release_engines()
     shared = read_reference(reference, reference_key(model, pairs_path, warm_start, optim)) if reference else None
     data = preference_rows(pairs_path, shared)
@@ -714,8 +753,9 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
     make = dpo_trainer_factory(net, tok, optim, beta=beta, nll_weight=nll_weight, lr=lr, report_to=report_to, shared_reference=shared is not None)
     fit = None
     if split is None:
-        split, fit = resolve_split(make, net, lambda: processed_pairs(make, data, optim), optim, optim.seed,
-                                   steps if steps is not None else optim.steps)
+        split, fit = shared_fit(fit_key('dpo', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
+                                lambda: resolve_split(make, net, lambda: processed_pairs(make, data, optim), optim, optim.seed,
+                                                      steps if steps is not None else optim.steps))
     if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
     extra = {'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft'], **reference_evidence(reference),
              **({'fit': fit} if fit else {})}
@@ -743,10 +783,13 @@ def launch_training(kind: str,          # 'sft' or 'dpo': what every rank runs
     if optim.micro_batch_fit and procs.gpus:   # the fit measures one GPU: fit a rank's share there, then start every rank
         fitted = out.parent / f".{out.name}.fit.json"
         share = replace(optim, micro_batch=mb * ga, grad_accum=1)
-        run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'optim': to_dict(share), 'fit_to': str(fitted)},
-                     Processes(1, procs.gpus[:1], 1), what=f"fitting the split of {args['tag']} on one GPU")
-        found = json.loads(fitted.read_text()); fitted.unlink()
-        split, fit = Split(**found['split']), found['fit']
+        def measure():
+            run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'optim': to_dict(share), 'fit_to': str(fitted)},
+                         Processes(1, procs.gpus[:1], 1), what=f"fitting the split of {args['tag']} on one GPU")
+            found = json.loads(fitted.read_text()); fitted.unlink()
+            return Split(**found['split']), found['fit']
+        # the GPU is named by its index: this process does not touch CUDA, and its GPUs stay the same ones
+        split, fit = shared_fit(fit_key(kind, {**args, 'optim': to_dict(share)}, ['launched on GPU', procs.gpus[0]]), args['tag'], measure)
     else:
         split = Split(mb, ga, optim.activation_checkpointing is True)
     run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'split': asdict(split), 'fit': fit}, procs, optim.parallel,

@@ -140,3 +140,29 @@ def test_dpo_takes_micro_batch_fit_and_cuts_its_steps_without_changing_the_prefe
         train_dpo(BASE, 'llama', tmp_path / 'pairs.jsonl', Lora(r=4, alpha=8), opt(micro_batch=m, grad_accum=4 // m, steps=2), tmp_path / f'm{m}',
                   tag=f'm{m}', **kw)
     assert [r['loss'] for r in log(tmp_path / 'm1')] == pytest.approx([r['loss'] for r in log(tmp_path / 'm4')], rel=1e-5)
+
+
+def test_the_beta_lr_arms_measure_one_fit_and_another_rank_its_own(tmp_path, warm, monkeypatch):
+    """micro_batch_fit on a GPU, played on the CPU: the stage's beta/lr arms (one pair set, one starting adapter, one rank
+    and seed) measure one split between them, the second arm's evidence naming the first as the run that measured it; an
+    arm of another rank measures its own. Each arm trains at the split it was given."""
+    import rsi_repro.train as train
+    from rsi_repro.train import Split
+    measured = []
+    def fit(make, net, rows, optim, seed, steps):
+        measured.append(len(rows()[0]))        # the rows TRL keeps, read only when measuring
+        return Split(4, 1, False), {'candidates': [{'micro_batch': 4, 'grad_accum': 1}], 'seconds': 3.0}
+    monkeypatch.setattr(train, 'resolve_split', fit)
+    monkeypatch.setattr(train, 'gpu_identity', lambda: ['a GPU', 1])
+    monkeypatch.setattr(train, '_FITS', {})
+    write_jsonl(tmp_path / 'pairs.jsonl', pairs(8))
+    o = opt(steps=1, micro_batch_fit=True)
+    arm = lambda name, beta, lr, lora: train.train_dpo(BASE, 'llama', tmp_path / 'pairs.jsonl', lora, o, tmp_path / name, tag=name, beta=beta,
+                                                       nll_weight=1.0, warm_start=warm, lr=lr, report_to=[])
+    a, b = arm('b010', 0.1, 1e-3, Lora(r=4, alpha=8)), arm('b030', 0.3, 5e-4, Lora(r=4, alpha=8))
+    assert measured == [8]
+    assert (a['micro_batch'], a['grad_accum'], b['micro_batch'], b['grad_accum']) == (4, 1, 4, 1)
+    assert a['fit']['seconds'] == 3.0 and 'measured_by' not in a['fit']
+    assert (b['fit']['seconds'], b['fit']['measured_by'], b['fit']['measured_seconds'], b['fit']['candidates']) == (0.0, 'b010', 3.0, a['fit']['candidates'])
+    c = arm('r8', 0.1, 1e-3, Lora(r=8, alpha=16))
+    assert measured == [8, 8] and 'measured_by' not in c['fit']
