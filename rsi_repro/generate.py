@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import atexit, gc, hashlib, importlib, json, os, queue, re
+import atexit, gc, hashlib, importlib, json, os, queue, re, shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -14,7 +14,7 @@ from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
 from .compute import LAUNCHED_ENV, Processes, compute_settings, processes
 from .config import VLLM_LORA_RANKS, Serving
 from .typed import from_dict, to_dict
-from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, write_jsonl
+from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, timed, write_jsonl
 from .layout import EVIDENCE
 
 # %% auto #0
@@ -252,8 +252,12 @@ def merge_adapter(model: ModelRef, work_dir: str | Path) -> ModelRef:
     "Merge the adapter into the base and save a plain checkpoint (with tokenizer and template) vLLM can load."
     out = Path(work_dir) / f"merged-{checkpoint_identity(model)}"    # a retrained adapter never reuses old weights
     if not (out / 'config.json').exists():
-        net = load_model(replace(model, merge=True), device='cpu')
-        net.save_pretrained(out); load_tokenizer(model).save_pretrained(out)
+        partial = out.with_name(out.name + '.partial')      # renamed when whole: a merge killed half-way is not loaded
+        shutil.rmtree(partial, ignore_errors=True)
+        with timed('merge', checkpoint=model.label):
+            net = load_model(replace(model, merge=True), device='cpu')
+            net.save_pretrained(partial); load_tokenizer(model).save_pretrained(partial)
+        shutil.rmtree(out, ignore_errors=True); partial.rename(out)     # (a folder left without its config by an older merge)
     return ModelRef(base=str(out), dtype=model.dtype)
 
 # %% ../nbs/03_generate.ipynb #c014x
@@ -411,7 +415,8 @@ def engine_workers(procs: Processes) -> list[EngineWorker]:
     key = procs.gpus or ('cpu',) * procs.count
     if key not in _WORKERS:
         release_engines()
-        _WORKERS[key] = [EngineWorker(g if procs.gpus else None) for g in key]
+        with timed('engine_processes', devices=len(key)):
+            _WORKERS[key] = [EngineWorker(g if procs.gpus else None) for g in key]
         atexit.unregister(release_engines); atexit.register(release_engines)   # after multiprocessing's own exit hook, so
     return _WORKERS[key]                                                          # it runs first: that hook waits for them
 
@@ -436,7 +441,7 @@ class SpreadBackend:
         "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
         workers = engine_workers(self.procs)
         try:
-            with ThreadPoolExecutor(len(workers)) as ex:
+            with ThreadPoolExecutor(len(workers)) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend):
                 list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
         except EngineFailed: release_engines(); raise
         return workers
@@ -452,7 +457,8 @@ class SpreadBackend:
             finally: free.put(w)
             done(i, out)
         try:
-            with ThreadPoolExecutor(len(workers)) as ex:
+            with ThreadPoolExecutor(len(workers)) as ex, timed('decode', checkpoint=self.model.label, jobs=len(jobs),
+                                                                prompts=sum(len(j[0]) for j in jobs)):
                 for f in [ex.submit(run, i) for i in range(len(jobs))]: f.result()
         except EngineFailed: release_engines(); raise
 
