@@ -53,16 +53,32 @@ def versions() -> dict:
     return out
 
 
-def timed_run(profile, mem, **kw):
-    "Run the profile, noting each stage's peak GPU memory as its log line says it is done."
+def timed_run(profile, mem, timings: Path | None = None, **kw):
+    """Run the profile, noting each stage's peak GPU memory as its log line says it is done, and (given `timings`, the
+    file the library's `timed` parts go to) which of the file's lines each stage wrote."""
     from rsi_repro.pipeline import run
-    peaks, t0 = {}, time.time()
+    peaks, lines, t0 = {}, {}, time.time()
+    count = lambda: len(timings.read_text().splitlines()) if timings is not None and timings.exists() else 0
     def log(line):
         print(line, flush=True)
-        if line.startswith('[') and ('] done in' in line or '] unchanged' in line):
-            peaks[line[1:line.index(']')]] = mem.take()
+        if not line.startswith('['): return
+        stage = line[1:line.index(']')]
+        if '] running' in line: lines[stage] = [count(), None]
+        if '] done in' in line or '] unchanged' in line:
+            peaks[stage] = mem.take()
+            if stage in lines: lines[stage][1] = count()
     results = run(profile, log=log, **kw)
-    return results, peaks, round(time.time() - t0, 1)
+    return results, peaks, round(time.time() - t0, 1), lines
+
+
+def stage_parts(timings: Path, lines: list | None) -> dict:
+    "A stage's timed parts (merges, engine starts, decoding, split fits, training), summed by part: count and seconds."
+    if not lines or lines[1] is None or not timings.exists(): return {}
+    out = {}
+    for row in map(json.loads, timings.read_text().splitlines()[lines[0]:lines[1]]):
+        part = out.setdefault(row['part'], {'count': 0, 'seconds': 0.0})
+        part['count'] += 1; part['seconds'] = round(part['seconds'] + row['seconds'], 2)
+    return out
 
 
 def training_runs(run_dir: Path) -> list[dict]:
@@ -77,6 +93,17 @@ def training_runs(run_dir: Path) -> list[dict]:
     return out
 
 
+def cell_seconds(stage_dir: Path, stage_seconds: float) -> dict:
+    """Where a stage's time went inside its executed notebook: each code cell's seconds (papermill's record), its first
+    line, and the stage's seconds outside every cell (the kernel's start, papermill's own work)."""
+    nbs = sorted(stage_dir.glob('*.ipynb'))
+    if len(nbs) != 1: return {'note': f"{len(nbs)} executed notebooks in {stage_dir.name}"}
+    cells = [{'seconds': round(c['metadata']['papermill']['duration'], 2), 'first_line': ''.join(c['source']).strip().split('\n')[0][:100]}
+             for c in json.loads(nbs[0].read_text())['cells']
+             if c['cell_type'] == 'code' and (c.get('metadata', {}).get('papermill') or {}).get('duration') is not None]
+    return {'cells': cells, 'outside_cells_seconds': round(stage_seconds - sum(c['seconds'] for c in cells), 1)}
+
+
 def merge_out(path: Path, key: str, value) -> None:
     data = json.loads(path.read_text()) if path.exists() else {}
     data[key] = value
@@ -88,12 +115,17 @@ def cmd_run(a):
     from rsi_repro.config import load_profile
     profile = load_profile(a.profile)
     shutil.rmtree(profile.run_dir, ignore_errors=True)
+    from rsi_repro.io import TIMINGS_ENV
+    timings = profile.run_dir.parent / f".{profile.run_dir.name}.timings.jsonl"      # outside the run folder: not a run's file
+    timings.unlink(missing_ok=True); os.environ[TIMINGS_ENV] = str(timings)
     mem = GpuMemory(); mem.take()
-    first, peaks, total = timed_run(a.profile, mem)
+    first, peaks, total, lines = timed_run(a.profile, mem, timings)
     procs = processes(profile.compute)
     stages = [{'stage': r.stage, 'status': r.status, 'seconds': r.seconds, 'peak_gib_per_gpu': peaks.get(r.stage),
-               'gpus': list(procs.gpus), 'backend': profile.serving.backend} for r in first]
-    again, _, total_again = timed_run(a.profile, mem)
+               'gpus': list(procs.gpus), 'backend': profile.serving.backend,
+               'notebook': cell_seconds(profile.run_dir / r.stage, r.seconds), 'parts': stage_parts(timings, lines.get(r.stage))}
+              for r in first]
+    again, _, total_again, _ = timed_run(a.profile, mem)
     result = {'profile': a.profile, 'run_dir': str(profile.run_dir.relative_to(ROOT)), 'stages': stages,
               'stage_seconds': round(sum(r.seconds for r in first), 1), 'wall_seconds': total,
               'rerun': {'statuses': sorted({r.status for r in again}), 'wall_seconds': total_again},

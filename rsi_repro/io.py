@@ -4,16 +4,17 @@
 
 # %% ../nbs/00a_io.ipynb #c002
 from __future__ import annotations
-import hashlib, json, os, platform, tempfile
+import hashlib, json, os, platform, tempfile, time
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['PROJECT_MARK', 'VERSIONED', 'find_root', 'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl',
-           'read_text', 'read_json', 'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json', 'sha256_text',
-           'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root', 'library_sha256',
-           'package_data']
+__all__ = ['PROJECT_MARK', 'VERSIONED', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl',
+           'read_jsonl', 'read_text', 'read_json', 'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json',
+           'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root',
+           'library_sha256', 'package_data', 'timed']
 
 # %% ../nbs/00a_io.ipynb #c005f
 PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
@@ -167,3 +168,19 @@ def library_sha256(patterns: Iterable[str] = ('**/*.py',)) -> str:
 def package_data(*parts: str) -> Path:
     "A file or folder of the data the package itself ships (`rsi_repro/data/`: pool subjects and templates, prompt sets, claims)."
     return library_root().joinpath('data', *parts)
+
+# %% ../nbs/00a_io.ipynb #c005u
+TIMINGS_ENV = 'RSI_REPRO_TIMINGS'
+
+@contextmanager
+def timed(part: str, **what):
+    "Time the block; append `{part, seconds, pid, **what}` to the file `$RSI_REPRO_TIMINGS` names, when it names one."
+    path = os.environ.get(TIMINGS_ENV)
+    if not path:
+        yield; return
+    t0 = time.perf_counter()
+    try: yield
+    finally:
+        with open(path, 'a', encoding='utf-8') as f:    # one short appended line per part: processes may share the file
+            f.write(json.dumps({'part': part, 'seconds': round(time.perf_counter() - t0, 3), 'pid': os.getpid(), **what}) + '\n')
+

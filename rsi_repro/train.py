@@ -13,7 +13,7 @@ from .chat import write_chat_template
 from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
 from .config import Lora, Optim
 from .generate import ModelRef, adapter_identity, base_identity, check_adapter_base, load_tokenizer, portable_base_name, release_engines
-from .io import atomic_write_text, from_root, portable, sha256_file, sha256_json
+from .io import atomic_write_text, from_root, portable, sha256_file, sha256_json, timed
 from .layout import EVIDENCE
 from .typed import from_dict, to_dict
 
@@ -534,7 +534,7 @@ def shared_fit(key: str | None, tag: str,
         first = _FITS[key]
         return Split(**first['split']), {**first['fit'], 'seconds': 0.0, 'measured_by': first['tag'],
                                          'measured_seconds': first['fit']['seconds']}
-    split, fit = measure()
+    with timed('fit', run=tag): split, fit = measure()
     if key is not None and fit and 'candidates' in fit: _FITS[key] = {'split': asdict(split), 'fit': dict(fit), 'tag': tag}
     return split, fit
 
@@ -680,7 +680,8 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
         for cb in callbacks: trainer.add_callback(cb)
         return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
                                 split=s, extra={**({'fit': fit} if fit else {}), **({'oom_retries': list(retries)} if retries else {})})
-    return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
+    with timed('train', run=tag):
+        return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
 
 # %% ../nbs/31_train.ipynb #c018
 def preference_rows(pairs_path: str | Path, reference: dict | None = None) -> 'Dataset':
@@ -762,7 +763,8 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
     def train(trainer, s: Split, retries: list):
         return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
                                 split=s, extra={**extra, **({'oom_retries': list(retries)} if retries else {})})
-    return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
+    with timed('train', run=tag):
+        return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
 
 def loss_log(adapter_dir: str | Path) -> 'pd.DataFrame':
     "The trainer's per-step log (loss, learning rate, rewards…) as a table."
