@@ -20,6 +20,8 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   transformers' PyTorch path, when the kernels are installed.
 Step times are taken with the device synchronised; the first step of every variant is a warm-up and is not counted.
 tokens/s counts real (non-pad) tokens. Prints a table; writes JSON (--out), merged into an existing file with --append.
+Each summary row carries its model FLOPs per token (benchmarks/flops.py states the formula) and its rates as a fraction of
+the device's dense bf16 peak (MFU; the vendor's figure until a measured peak is in a results file).
 
 The file's `summary` holds one row per measurement, rebuilt from its `runs` on every write, and its `rates` section
 the rates `rsi-repro estimate` reads by key: `train.sft.<shape>` for each measured shape, the library's own rate (the
@@ -37,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / 'benchmarks'))
 from shapes import ESTIMATE_SHAPES, SHAPE_WORDS, SHAPES, build_config  # noqa: E402
+from flops import SPEC_PEAK, mfu, training_flops_per_token  # noqa: E402
 
 
 def device():
@@ -327,6 +330,21 @@ def summarise(doc) -> list[dict]:
                                             else s['mean_row_tokens']),
                         'rate_of': r.get('rate_of', OLD_RATE_OF), **step_stats(r),
                         'date': m['date'], 'device': m['device']})
+            out[-1].update(flops_beside(out[-1]))
+    return out
+
+
+def flops_beside(row) -> dict:
+    "The row's model FLOPs per token (benchmarks/flops.py's formula) and, where the device has a peak, its rates as MFU."
+    from rsi_repro.train import LORA_TARGETS
+    arch, cfg = SHAPES[row['shape']]
+    f = training_flops_per_token(cfg, arch, row['mean_row_tokens'], row['lora_r'], LORA_TARGETS[arch], bool(row['activation_checkpointing']),
+                                 reference_forward=row['stage'] == 'dpo' and not (row['settings'] or {}).get('shared_reference'))
+    peak = SPEC_PEAK.get(row['device'])
+    out = {'gflops_per_token': round(f['flops_per_token'] / 1e9, 2)}
+    if peak:
+        out['mfu_of_spec_peak'] = round(mfu(row['tokens_per_s'], f['flops_per_token'], peak), 3)
+        if row.get('median_tokens_per_s'): out['median_mfu_of_spec_peak'] = round(mfu(row['median_tokens_per_s'], f['flops_per_token'], peak), 3)
     return out
 
 

@@ -1,0 +1,85 @@
+"""Model FLOPs per trained token, from a shape's config, so that every training rate can be read as a fraction of what
+the GPU can do (MFU).
+
+The formula, stated once. Per token, with the base frozen and LoRA trained:
+- a frozen matrix of n = in x out weights that the token passes through: 2n forward, 2n backward (the input's gradient
+  only: no weight gradient for a frozen base);
+- a LoRA pair of rank r on it: 2r(in + out) forward, 4r(in + out) backward (the input's gradient and the weights');
+- the attention core (QK^T and AV) over a causal context of `context` tokens: 4 x context x heads x head_dim forward,
+  twice that backward;
+- the Mamba-2 scan (chunked SSD, chunk Q, H heads of P, G groups of state N): 2QGN + 2QHP + 4HPN forward (the blocks
+  a chunked kernel computes, masked or not), twice that backward; the short convolution 2 x conv_dim x kernel forward;
+- activation checkpointing: one forward more;
+- DPO with the reference computed at every step (the adapter disabled): one forward without LoRA more.
+Only what a token uses counts: the experts it is routed to (top-k and the shared one), not the others. Embedding lookups,
+norms, activations and the optimiser are left out (memory-bound work, a few per cent of the FLOPs). The context of a row of
+L tokens averages L/2 under the causal mask; `context` is that mean over the measured rows.
+
+`mfu(tokens_per_s, flops_per_token, peak)` is the fraction of `peak` FLOP/s that the rate's FLOPs are. The peak is the
+GPU's: the vendor's dense bf16 figure (`SPEC_PEAK`) until a measured one is in a results file.
+"""
+
+SPEC_PEAK = {'NVIDIA H200': 989.4e12}   # dense bf16 tensor-core FLOP/s, the vendor's figure for the SXM part (no sparsity)
+
+
+def _layers(cfg: dict, architecture: str) -> list[str]:
+    if architecture == 'nemotron_h': return list(cfg['layers_block_type'])
+    if architecture == 'qwen3_moe': return ['attention+moe'] * cfg['num_hidden_layers']
+    raise KeyError(f"no FLOP count for architecture {architecture!r}")
+
+
+def matrices(cfg: dict, architecture: str, all_experts: bool = False) -> list[tuple[str, int, int, int]]:
+    """Every matrix a token passes through, once per layer it is in: (name, in, out, times used per token); with
+    `all_experts`, every expert the model holds instead (its parameter count). The names are the modules' own, as LoRA
+    targets them; the routed experts are one fused tensor per layer (`experts.*`), which LoRA does not wrap."""
+    d, out = cfg['hidden_size'], []
+    attn = lambda: [('q_proj', d, cfg['num_attention_heads'] * cfg['head_dim'], 1), ('k_proj', d, cfg['num_key_value_heads'] * cfg['head_dim'], 1),
+                    ('v_proj', d, cfg['num_key_value_heads'] * cfg['head_dim'], 1), ('o_proj', cfg['num_attention_heads'] * cfg['head_dim'], d, 1)]
+    for kind in _layers(cfg, architecture):
+        if architecture == 'qwen3_moe':
+            f, k = cfg['moe_intermediate_size'], cfg['num_experts' if all_experts else 'num_experts_per_tok']
+            out += attn() + [('router', d, cfg['num_experts'], 1), ('experts.gate_up_proj', d, 2 * f, k), ('experts.down_proj', f, d, k)]
+        elif kind == 'attention':
+            out += attn()
+        elif kind == 'mamba':
+            hp, gn = cfg['mamba_num_heads'] * cfg['mamba_head_dim'], cfg['n_groups'] * cfg['ssm_state_size']
+            out += [('in_proj', d, 2 * hp + 2 * gn + cfg['mamba_num_heads'], 1), ('out_proj', hp, d, 1)]
+        elif kind == 'moe':
+            f, s, k = cfg['moe_intermediate_size'], cfg['moe_shared_expert_intermediate_size'], cfg['n_routed_experts' if all_experts else 'num_experts_per_tok']
+            out += [('router', d, cfg['n_routed_experts'], 1), ('experts.up_proj', d, f, k), ('experts.down_proj', f, d, k),
+                    ('up_proj', d, s, cfg.get('n_shared_experts', 1)), ('down_proj', s, d, cfg.get('n_shared_experts', 1))]
+        else:
+            raise KeyError(f"unknown layer kind {kind!r}")
+    return out + [('lm_head', d, cfg['vocab_size'], 1)]
+
+
+def core_forward(cfg: dict, architecture: str, context: float) -> float:
+    "Forward FLOPs per token outside the matrices: the attention cores over `context` tokens, the Mamba-2 scans and convolutions."
+    total = 0.0
+    for kind in _layers(cfg, architecture):
+        if 'attention' in kind:
+            total += 4 * context * cfg['num_attention_heads'] * cfg['head_dim']
+        if kind == 'mamba':
+            h, p, g, n, q = cfg['mamba_num_heads'], cfg['mamba_head_dim'], cfg['n_groups'], cfg['ssm_state_size'], cfg['chunk_size']
+            total += 2 * q * g * n + 2 * q * h * p + 4 * h * p * n + 2 * (h * p + 2 * g * n) * cfg['conv_kernel']
+    return total
+
+
+def training_flops_per_token(cfg: dict, architecture: str, mean_row_tokens: float, lora_r: int, targets, checkpointing: bool,
+                             reference_forward: bool = False) -> dict:
+    """FLOPs per trained token by the formula above, with its parts: frozen matrices, LoRA, cores, the recompute, and (DPO
+    with the reference computed at every step, the adapter disabled) the reference's forward without LoRA."""
+    mats = matrices(cfg, architecture)
+    frozen = sum(2 * i * o * k for _, i, o, k in mats)                       # one forward through every used matrix
+    lora = sum(2 * lora_r * (i + o) * k for n, i, o, k in mats if n in set(targets))
+    core = core_forward(cfg, architecture, mean_row_tokens / 2)
+    forward = frozen + lora + core
+    reference = frozen + core if reference_forward else 0.0
+    total = (frozen + frozen) + (lora + 2 * lora) + (core + 2 * core) + (forward if checkpointing else 0) + reference
+    return {'flops_per_token': total, 'forward': forward, 'frozen_forward': frozen, 'lora_forward': lora, 'core_forward': core,
+            'recompute': forward if checkpointing else 0.0, 'reference_forward': reference}
+
+
+def mfu(tokens_per_s: float, flops_per_token: float, peak: float) -> float:
+    "The fraction of the GPU's peak FLOP/s that a training rate's FLOPs are."
+    return tokens_per_s * flops_per_token / peak

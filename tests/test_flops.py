@@ -1,0 +1,47 @@
+"""The FLOP count behind every MFU figure (benchmarks/flops.py): its matrices are the models' own (their parameter
+counts are the built models' 30.5 B and 31.6 B), and each term of the formula moves as the formula says."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks'))
+from flops import SPEC_PEAK, matrices, mfu, training_flops_per_token  # noqa: E402
+from shapes import NEMOTRON_H_30B_A3B, QWEN3_MOE_30B_A3B, SHAPE_WORDS  # noqa: E402
+
+from rsi_repro.train import LORA_TARGETS
+
+SHAPES = [(QWEN3_MOE_30B_A3B, 'qwen3_moe', 'qwen3-moe-30b-a3b'), (NEMOTRON_H_30B_A3B, 'nemotron_h', 'nemotron-h-31b')]
+
+
+@pytest.mark.parametrize('cfg,arch,name', SHAPES)
+def test_the_matrices_are_the_models_parameters(cfg, arch, name):
+    "Every matrix of every expert plus the embedding is the built model's count (the words the benchmarks print), to 0.1 B."
+    total = sum(i * o * k for _, i, o, k in matrices(cfg, arch, all_experts=True)) + cfg['vocab_size'] * cfg['hidden_size']
+    assert f"{total / 1e9:.1f} B parameters" in SHAPE_WORDS[name]
+    active = sum(i * o * k for _, i, o, k in matrices(cfg, arch)) + cfg['vocab_size'] * cfg['hidden_size']
+    assert 3.0e9 < active < 3.7e9                                       # "A3B": about 3 B parameters per token
+
+
+def test_the_lora_matrices_are_the_ones_peft_wrapped():
+    "r=768 on the profile's targets: the trainable parameters the benchmark runs recorded (the fused experts are not wrapped)."
+    import json
+    runs = json.loads((Path(__file__).resolve().parents[1] / 'benchmarks/results/train_speed.json').read_text())['runs']
+    recorded = {(run['shape']['architecture'], r['trainable_parameters']) for run in runs for r in run['results'] if r.get('trainable_parameters')}
+    for cfg, arch, _ in SHAPES:
+        lora = sum(768 * (i + o) * k for n, i, o, k in matrices(cfg, arch) if n in LORA_TARGETS[arch])
+        assert (arch, lora) in recorded
+
+
+@pytest.mark.parametrize('cfg,arch,name', SHAPES)
+def test_each_term_moves_as_the_formula_says(cfg, arch, name):
+    f = lambda **kw: training_flops_per_token(cfg, arch, **{**dict(mean_row_tokens=330, lora_r=768, targets=LORA_TARGETS[arch], checkpointing=False), **kw})
+    plain = f()
+    assert plain['flops_per_token'] == pytest.approx(2 * plain['frozen_forward'] + 3 * plain['lora_forward'] + 3 * plain['core_forward'])
+    assert f(checkpointing=True)['flops_per_token'] == pytest.approx(plain['flops_per_token'] + plain['forward'])
+    assert f(reference_forward=True)['flops_per_token'] == pytest.approx(plain['flops_per_token'] + plain['frozen_forward'] + plain['core_forward'])
+    assert f(lora_r=0)['lora_forward'] == 0 and f(lora_r=384)['lora_forward'] == pytest.approx(plain['lora_forward'] / 2)
+    assert f(targets=())['lora_forward'] == 0
+    longer = f(mean_row_tokens=660)
+    assert longer['frozen_forward'] == plain['frozen_forward'] and longer['core_forward'] > plain['core_forward']
+    assert mfu(10_000, plain['flops_per_token'], SPEC_PEAK['NVIDIA H200']) == pytest.approx(10_000 * plain['flops_per_token'] / 989.4e12)
