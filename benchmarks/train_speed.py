@@ -16,6 +16,8 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   `stock-2x24-ckpt` is the profile's old split, `stock-16x3` the fastest stock split seen before;
 - `ours`: `rsi_repro.train.train_sft` with micro_batch_fit, activation_checkpointing auto, lora_compute bf16 and
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
+- `peak`: the GPU's bf16 matrix-product rate (n x n products, n = 4096, 8192, 16384), the peak every row's MFU is also
+  read against once the file holds one;
 - `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
   transformers' PyTorch path, when the kernels are installed.
 Step times are taken with the device synchronised; the first step of every variant is a warm-up and is not counted.
@@ -288,6 +290,30 @@ RATE_OF = 'median of the timed steps\' real tokens/s'
 OLD_RATE_OF = 'real tokens over seconds of the timed steps'      # how rows measured before the median was used were rated
 
 
+def gemm_peak(sizes=(4096, 8192, 16384), repeats: int = 30) -> dict:
+    """The GPU's bf16 matrix-product rate, the peak MFU divides by: for each n, the median of `repeats` timed n x n by n x n
+    products (2n^3 FLOPs each, CUDA events around each), after 5 untimed; the best n's rate is the peak."""
+    import torch
+    rates = {}
+    for n in sizes:
+        a, b = (torch.randn(n, n, device='cuda', dtype=torch.bfloat16) for _ in range(2))
+        for _ in range(5): a @ b
+        times = []
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(); a @ b; end.record(); end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        rates[n] = 2 * n ** 3 / statistics.median(times)
+        del a, b; free()
+    return {'gemm_tflops': {str(n): round(r / 1e12, 1) for n, r in rates.items()}, 'peak_tflops': round(max(rates.values()) / 1e12, 1)}
+
+
+def measured_peaks(doc) -> dict[str, float]:
+    "Each device's measured bf16 peak FLOP/s: its last `peak` variant's."
+    return {run['meta']['device']: r['peak_tflops'] * 1e12 for run in doc.get('runs', []) for r in run['results']
+            if r['variant'] == 'peak' and r.get('peak_tflops')}
+
+
 def timed_steps(res) -> list[tuple[int, float, int]]:
     "(step, seconds, real tokens) of the timed steps: all but the first (warm-up) and a profiled one, the same for every variant."
     skip = {0, res.get('profiled_step', -1)}
@@ -313,12 +339,12 @@ def rate(res):
 
 def summarise(doc) -> list[dict]:
     "One row per measurement of every run in the file (kernel checks and failed variants left out), in the order run."
-    out = []
+    out, peaks = [], measured_peaks(doc)
     for run in doc.get('runs', []):
         m, s = run['meta'], run['shape']
         kernels = s['architecture'] == 'nemotron_h' and not str(m['versions'].get('mamba_ssm', '')).startswith('not installed')
         for r in run['results']:
-            if r['variant'] == 'kernel-check' or 'error' in r or r.get('tokens_per_s') is None: continue
+            if r['variant'] in ('kernel-check', 'peak') or 'error' in r or r.get('tokens_per_s') is None: continue
             stage = r.get('stage', 'sft')
             out.append({'shape': s['name'], 'architecture': s['architecture'], 'stage': stage, 'variant': r['variant'],
                         'library': r['variant'] in ('ours', 'ours-dpo'), 'note': m.get('note', ''), 'mamba_kernels': kernels,
@@ -330,12 +356,13 @@ def summarise(doc) -> list[dict]:
                                             else s['mean_row_tokens']),
                         'rate_of': r.get('rate_of', OLD_RATE_OF), **step_stats(r),
                         'date': m['date'], 'device': m['device']})
-            out[-1].update(flops_beside(out[-1]))
+            out[-1].update(flops_beside(out[-1], peaks.get(m['device'])))
     return out
 
 
-def flops_beside(row) -> dict:
-    "The row's model FLOPs per token (benchmarks/flops.py's formula) and, where the device has a peak, its rates as MFU."
+def flops_beside(row, measured_peak: float | None = None) -> dict:
+    """The row's model FLOPs per token (benchmarks/flops.py's formula) and its rates as MFU: of the device's spec peak, and
+    of its measured one (a `peak` variant's) where the file has one."""
     from rsi_repro.train import LORA_TARGETS
     arch, cfg = SHAPES[row['shape']]
     f = training_flops_per_token(cfg, arch, row['mean_row_tokens'], row['lora_r'], LORA_TARGETS[arch], bool(row['activation_checkpointing']),
@@ -345,6 +372,9 @@ def flops_beside(row) -> dict:
     if peak:
         out['mfu_of_spec_peak'] = round(mfu(row['tokens_per_s'], f['flops_per_token'], peak), 3)
         if row.get('median_tokens_per_s'): out['median_mfu_of_spec_peak'] = round(mfu(row['median_tokens_per_s'], f['flops_per_token'], peak), 3)
+    if measured_peak:
+        out['mfu_of_measured_peak'] = round(mfu(row['tokens_per_s'], f['flops_per_token'], measured_peak), 3)
+        if row.get('median_tokens_per_s'): out['median_mfu_of_measured_peak'] = round(mfu(row['median_tokens_per_s'], f['flops_per_token'], measured_peak), 3)
     return out
 
 
@@ -449,6 +479,7 @@ def main():
         t0 = time.perf_counter()
         try:
             if v == 'kernel-check': res = kernel_check(arch)
+            elif v == 'peak': res = gemm_peak()
             elif v.startswith('stock-'):
                 m, g = map(int, v.split('-')[1].split('x'))
                 res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 or a.slow_steps is None else a.slow_steps, a.seed)
@@ -481,6 +512,9 @@ def main():
     print(f"\n{'shape':<20} {'variant':<16} {'tag':<18} {'split':<9} {'ckpt':<5} {'tok/s':>9} {'pad':>6} {'peak GiB':>9}")
     for run in doc['runs']:
         for r in run['results']:
+            if r['variant'] == 'peak':
+                print(f"{'':<20} {'peak':<16} {r.get('tag',''):<18} bf16 matrix products: {r.get('gemm_tflops', r.get('error'))} TFLOP/s")
+                continue
             if r['variant'] == 'kernel-check':
                 print(f"{run['shape']['name']:<20} {'kernel-check':<16} {r.get('tag',''):<18} kernels={r.get('kernels')} "
                       f"grad rel err max {r.get('grad_rel_err_max')} loss {r.get('loss_kernels')} vs {r.get('loss_torch')}")

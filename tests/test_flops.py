@@ -45,3 +45,22 @@ def test_each_term_moves_as_the_formula_says(cfg, arch, name):
     longer = f(mean_row_tokens=660)
     assert longer['frozen_forward'] == plain['frozen_forward'] and longer['core_forward'] > plain['core_forward']
     assert mfu(10_000, plain['flops_per_token'], SPEC_PEAK['NVIDIA H200']) == pytest.approx(10_000 * plain['flops_per_token'] / 989.4e12)
+
+
+def test_a_measured_peak_in_the_file_is_read_against_every_row_of_its_device():
+    """Once a `peak` run is in train_speed.json, every row of that device carries its MFU of the measured peak beside the
+    spec's; rows of another device do not."""
+    import copy, json
+    from train_speed import with_summary_and_rates
+    doc = json.loads((Path(__file__).resolve().parents[1] / 'benchmarks/results/train_speed.json').read_text())
+    assert not any('mfu_of_measured_peak' in r for r in doc['summary'])          # none measured yet
+    doc = copy.deepcopy(doc)
+    other = copy.deepcopy(doc['runs'][0]); other['meta']['device'] = 'NVIDIA H100'
+    doc['runs'] += [other, {'meta': {**doc['runs'][0]['meta'], 'device': 'NVIDIA H200'}, 'shape': doc['runs'][0]['shape'],
+                            'results': [{'variant': 'peak', 'peak_tflops': 800.0}]}]
+    rows = with_summary_and_rates(doc)['summary']
+    h200 = [r for r in rows if r['device'] == 'NVIDIA H200']
+    assert h200 and all(r['mfu_of_measured_peak'] == pytest.approx(r['tokens_per_s'] * r['gflops_per_token'] * 1e9 / 800e12, abs=2e-3)
+                    and r['mfu_of_measured_peak'] == pytest.approx(r['mfu_of_spec_peak'] * 989.4 / 800, abs=2e-3) for r in h200)
+    assert all(r['mfu_of_measured_peak'] > r['mfu_of_spec_peak'] for r in h200 if r['mfu_of_spec_peak'] > 0.01)
+    assert all('mfu_of_measured_peak' not in r and 'mfu_of_spec_peak' not in r for r in rows if r['device'] == 'NVIDIA H100')
