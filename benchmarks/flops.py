@@ -17,9 +17,20 @@ L tokens averages L/2 under the causal mask; `context` is that mean over the mea
 
 `mfu(tokens_per_s, flops_per_token, peak)` is the fraction of `peak` FLOP/s that the rate's FLOPs are. The peak is the
 GPU's: the vendor's dense bf16 figure (`SPEC_PEAK`) until a measured one is in a results file.
+
+Decoding is bound by memory, not FLOPs. `decode_bytes_per_step` counts the bytes one decode step of a batch moves from
+HBM: every matrix it uses read once in bf16 (the routed experts: as many distinct ones as the batch's tokens pick, between
+k when every token picks the same and E(1 - (1 - k/E)^batch) when each picks at random), the attention layers' K and V
+over the context, and each
+Mamba-2 layer's state read and written (float32, as vLLM keeps it for Nemotron-H) with its convolution state. A
+measured output rate of a batch gives decode steps per second (rate / batch; prefill included, so a lower bound), and
+`hbm_fraction` the share of the GPU's bandwidth those bytes take.
+
+    python benchmarks/flops.py --generation    # benchmarks/results/generation_hbm.json from the committed generation runs
 """
 
 SPEC_PEAK = {'NVIDIA H200': 989.4e12}   # dense bf16 tensor-core FLOP/s, the vendor's figure for the SXM part (no sparsity)
+SPEC_HBM = {'NVIDIA H200': 4.8e12}      # HBM bytes/s, the vendor's figure
 
 
 def _layers(cfg: dict, architecture: str) -> list[str]:
@@ -83,3 +94,73 @@ def training_flops_per_token(cfg: dict, architecture: str, mean_row_tokens: floa
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float) -> float:
     "The fraction of the GPU's peak FLOP/s that a training rate's FLOPs are."
     return tokens_per_s * flops_per_token / peak
+
+
+def expected_distinct(experts: int, k: int, tokens: int) -> float:
+    "How many of `experts` a batch of `tokens` routes to, each token choosing `k` uniformly: E(1 - (1 - k/E)^tokens)."
+    return experts * (1 - (1 - k / experts) ** tokens)
+
+
+def decode_bytes_per_step(cfg: dict, architecture: str, batch: int, context: float, routing: str = 'uniform',
+                          weight_bytes: int = 2, kv_bytes: int = 2, state_bytes: int = 4) -> dict:
+    """The bytes one decode step of `batch` sequences at `context` tokens moves from HBM, by part (see above). `routing`:
+    'uniform', each token picking k experts at random (what a trained router aims at), or 'shared', every token the same
+    k (the fewest bytes any routing can move)."""
+    experts = cfg.get('num_experts') or cfg.get('n_routed_experts')
+    k = cfg['num_experts_per_tok']
+    distinct = {'uniform': expected_distinct(experts, k, batch), 'shared': k}[routing]
+    weights = sum(i * o * (distinct if n.startswith('experts.') else times) * weight_bytes
+                  for n, i, o, times in matrices(cfg, architecture))
+    kinds = _layers(cfg, architecture)
+    kv = sum('attention' in kind for kind in kinds) * batch * context * 2 * cfg['num_key_value_heads'] * cfg['head_dim'] * kv_bytes
+    state = 0.0
+    if architecture == 'nemotron_h':
+        h, p, g, n = cfg['mamba_num_heads'], cfg['mamba_head_dim'], cfg['n_groups'], cfg['ssm_state_size']
+        per_seq = h * p * n * state_bytes + (h * p + 2 * g * n) * (cfg['conv_kernel'] - 1) * weight_bytes
+        state = 2 * kinds.count('mamba') * batch * per_seq          # read and written
+    return {'bytes': weights + kv + state, 'weights': weights, 'kv_cache': kv, 'mamba_state': state}
+
+
+def hbm_fraction(output_tokens_per_s: float, batch: int, bytes_per_step: float, bandwidth: float) -> float:
+    "The share of `bandwidth` that decoding at the measured rate moves (steps per second = rate / batch)."
+    return output_tokens_per_s / batch * bytes_per_step / bandwidth
+
+
+def generation_table(docs) -> list[dict]:
+    "One row per backend and batch of the generation results: the measured rate, the bytes a step moves, and the share of HBM."
+    from shapes import SHAPES
+    rows = []
+    for doc in docs:
+        meta = doc['meta']
+        arch, cfg = SHAPES[meta['shape']]
+        context = meta['prompt_tokens'] + meta['new_tokens'] / 2
+        for name, b in doc['backends'].items():
+            for batch, rate in sorted((int(k), v) for k, v in (b.get('rate') or {}).items()):
+                row = {'shape': meta['shape'], 'backend': name, 'batch': batch, 'output_tokens_per_s': rate,
+                       'decode_steps_per_s': round(rate / batch, 2)}
+                for routing in ('shared', 'uniform'):
+                    step = decode_bytes_per_step(cfg, arch, batch, context, routing)
+                    row[routing] = {'gb_per_step': round(step['bytes'] / 1e9, 2), **{f'gb_{k}': round(v / 1e9, 2) for k, v in step.items() if k != 'bytes'},
+                                    'hbm_fraction_of_spec': round(hbm_fraction(rate, batch, step['bytes'], SPEC_HBM[meta['device']]), 3)}
+                rows.append({**row, 'device': meta['device'], 'date': meta['date']})
+    return rows
+
+
+if __name__ == '__main__':
+    import argparse, json, sys
+    from pathlib import Path
+    ap = argparse.ArgumentParser(description='FLOP and byte counts behind the MFU and HBM figures')
+    ap.add_argument('--generation', action='store_true', help='write results/generation_hbm.json from the committed generation runs')
+    a = ap.parse_args()
+    if not a.generation: ap.error('nothing asked: --generation')
+    results = Path(__file__).resolve().parent / 'results'
+    files = ['generation_qwen3-moe-30b-a3b.json', 'generation_nemotron-h-31b.json']
+    rows = generation_table(json.loads((results / f).read_text()) for f in files)
+    doc = {'what': "the share of the H200's HBM bandwidth (the vendor's 4.8 TB/s) that decoding at each measured rate moves, "
+                   "by benchmarks/flops.py's byte count (its docstring states it), for routing that sends every token to the same "
+                   "experts ('shared', the fewest bytes) and at random ('uniform'), from " + ', '.join(files),
+           'rows': rows}
+    (results / 'generation_hbm.json').write_text(json.dumps(doc, indent=1) + '\n')
+    for r in rows: print(f"{r['shape']:<20} {r['backend']:<20} b{r['batch']:<4} {r['output_tokens_per_s']:>9,.1f} tok/s  "
+                         f"{r['shared']['gb_per_step']:>5.1f}-{r['uniform']['gb_per_step']:.1f} GB/step  "
+                         f"{r['shared']['hbm_fraction_of_spec']:.1%}-{r['uniform']['hbm_fraction_of_spec']:.1%} of HBM")

@@ -64,3 +64,23 @@ def test_a_measured_peak_in_the_file_is_read_against_every_row_of_its_device():
                     and r['mfu_of_measured_peak'] == pytest.approx(r['mfu_of_spec_peak'] * 989.4 / 800, abs=2e-3) for r in h200)
     assert all(r['mfu_of_measured_peak'] > r['mfu_of_spec_peak'] for r in h200 if r['mfu_of_spec_peak'] > 0.01)
     assert all('mfu_of_measured_peak' not in r and 'mfu_of_spec_peak' not in r for r in rows if r['device'] == 'NVIDIA H100')
+
+
+def test_decode_bytes_bound_what_every_measured_rate_moves():
+    """The decode byte count (benchmarks/flops.py): the routed experts a batch reads lie between k (every token the same)
+    and all of them; with every expert read, the weights are the whole model's; no measured rate moves more than the
+    GPU's bandwidth with the fewest bytes any routing needs; generation_hbm.json is the table the committed runs give."""
+    import json
+    from flops import decode_bytes_per_step, expected_distinct, generation_table
+    assert expected_distinct(128, 8, 1) == pytest.approx(8) and expected_distinct(128, 8, 10_000) == pytest.approx(128)
+    for cfg, arch, _ in SHAPES:
+        shared, uniform = (decode_bytes_per_step(cfg, arch, 256, 264, r) for r in ('shared', 'uniform'))
+        assert shared['weights'] < uniform['weights'] and shared['kv_cache'] == uniform['kv_cache'] > 0
+        everything = sum(i * o * k for n, i, o, k in matrices(cfg, arch, all_experts=True)) * 2
+        assert decode_bytes_per_step(cfg, arch, 100_000, 264)['weights'] == pytest.approx(everything, rel=1e-6)
+        assert (uniform['mamba_state'] > 0) == (arch == 'nemotron_h')
+    results = Path(__file__).resolve().parents[1] / 'benchmarks/results'
+    files = ['generation_qwen3-moe-30b-a3b.json', 'generation_nemotron-h-31b.json']
+    rows = generation_table(json.loads((results / f).read_text()) for f in files)
+    assert rows and all(r['shared']['hbm_fraction_of_spec'] <= 1 for r in rows)
+    assert json.loads((results / 'generation_hbm.json').read_text())['rows'] == rows
