@@ -258,25 +258,32 @@ def synthetic_pairs(path: Path, n: int, seed: int, tok, prompt=150, chosen=300, 
 
 def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
     """The library's own train_dpo as the dpo stage calls it, with the nemotron profile's dpo settings (LoRA, split,
-    checkpointing, seq_len, beta of its first grid arm, NLL weight); `split` (M, G, ckpt) replaces the profile's split."""
+    checkpointing, seq_len, beta of its first grid arm, NLL weight), reading the pairs' reference log-probabilities from
+    the file the stage computes once for all its arms (`dpo_reference`, timed apart: `reference_seconds`); `split`
+    (M, G, ckpt) replaces the profile's split."""
     from dataclasses import replace
     from rsi_repro.config import load_profile
     from rsi_repro.generate import ModelRef
-    from rsi_repro.train import train_dpo
+    from rsi_repro.train import dpo_reference, reference_path, train_dpo
     cfg = load_profile(ROOT / 'configs/nemotron.yaml').dpo
     optim = replace(cfg.optim, steps=steps, epochs=None, seed=seed)
     if split: optim = replace(optim, micro_batch=split[0], grad_accum=split[1], activation_checkpointing=split[2], micro_batch_fit=False)
     out_dir = Path('/tmp/rsi_train_speed') / f'dpo_{arch}'
-    free(); t0 = time.perf_counter()
+    model = ModelRef(str(folder), dtype='bfloat16' if device() == 'cuda' else 'float32')
+    free(); reference_path(pairs).unlink(missing_ok=True); t0 = time.perf_counter()
     with patched_loading(folder, config):
-        ev = train_dpo(ModelRef(str(folder), dtype='bfloat16' if device() == 'cuda' else 'float32'), arch, pairs, cfg.lora, optim, out_dir,
-                       tag='speed', beta=cfg.grid[0].beta, nll_weight=cfg.nll_weight, report_to=[])
+        reference = dpo_reference(model, arch, pairs, cfg.lora, optim)
+        reference_seconds = time.perf_counter() - t0
+        free(); t0 = time.perf_counter()
+        ev = train_dpo(model, arch, pairs, cfg.lora, optim, out_dir, tag='speed', beta=cfg.grid[0].beta, nll_weight=cfg.nll_weight,
+                       reference=reference, report_to=[])
     total = time.perf_counter() - t0
     log = [x for x in json.loads((out_dir / 'log_history.json').read_text()) if 'loss' in x]
     cum = [x['num_tokens'] for x in log]
     res = {'stage': 'dpo', 'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
            'settings': {'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'bf16': optim.bf16, 'micro_batch_fit': optim.micro_batch_fit,
-                        'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len},
+                        'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len, 'shared_reference': True},
+           'reference_seconds': round(reference_seconds, 1), 'fit': ev.get('fit'),
            'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': cfg.grid[0].beta, 'nll_weight': cfg.nll_weight,
            'step_seconds': ev['step_seconds'], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
            'training_tokens': ev['training_tokens'], 'padded_tokens': ev['padded_tokens'], 'wall_seconds_with_save': round(total, 1),

@@ -11,6 +11,7 @@
 #   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
+#   bash benchmarks/device/gpu_study.sh speed    # train_speed.py over 20 timed steps on the card's shapes, ours beside stock
 #
 #   bash benchmarks/device/gpu_study.sh caches   # what the first engine compiled here: the Triton kernels (triton_cache.tgz)
 #                                                # and FlashInfer's JIT-built sampling ops with vLLM's model-inspection cache
@@ -69,9 +70,16 @@ import json
 for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
     print(r['step'], r['instrument'], r['n'], round(r['rate_parent'], 3), round(r['rate'], 3), r['fixed'], r['lost'], '%.3g' % r['p'])" ;;
   estimate) rsi estimate configs/nemotron.yaml --run outputs/gpu-smoke > "$OUT/estimate_run.txt" 2>&1; tail -n 5 "$OUT/estimate_run.txt" ;;
+  speed) # training rates over 20 timed steps, the library beside the stock loop in one process per shape; DPO as the stage
+         # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba wheels in /tmp/site.
+         for job in "qwen3-moe-30b-a3b ours stock-16x3-ckpt" "nemotron-h-31b ours stock-8x6" "nemotron-h-31b ours-dpo"; do
+           set -- $job; shape=$1; shift
+           python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
+             > "$OUT/speed_${shape}_${1}.log" 2>&1; tail -n 4 "$OUT/speed_${shape}_${1}.log"
+         done ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|caches ..." >&2; exit 2 ;;
+  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
