@@ -14,7 +14,7 @@ from typing import Iterable, Iterator, Optional
 __all__ = ['PROJECT_MARK', 'VERSIONED', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl',
            'read_jsonl', 'read_text', 'read_json', 'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json',
            'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root',
-           'library_sha256', 'package_data', 'timed']
+           'library_sha256', 'package_data', 'timed', 'environment']
 
 # %% ../nbs/00a_io.ipynb #c005f
 PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
@@ -183,4 +183,17 @@ def timed(part: str, **what):
     finally:
         with open(path, 'a', encoding='utf-8') as f:    # one short appended line per part: processes may share the file
             f.write(json.dumps({'part': part, 'seconds': round(time.perf_counter() - t0, 3), 'pid': os.getpid(), **what}) + '\n')
+
+
+# %% ../nbs/00a_io.ipynb #c005w
+@contextmanager
+def environment(changes: dict[str, str]):
+    "These environment variables while the block runs (the processes it starts inherit them); the others as they were after."
+    saved = {k: os.environ.get(k) for k in changes}
+    os.environ.update(changes)
+    try: yield
+    finally:
+        for k, v in saved.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
 

@@ -16,7 +16,7 @@ from .config import Profile, Stage, fingerprint, load_profile
 from .typed import ProfileError, to_dict
 from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
                               soup_parent_adapter)
-from .io import atomic_write_text, package_versions, portable, publishable, read_json, sha256_file, sha256_files, sha256_json
+from .io import atomic_write_text, environment, package_versions, portable, publishable, read_json, sha256_file, sha256_files, sha256_json
 from .manifests import output_hashes, read_manifest, stage_problems, with_hashes
 
 # %% auto #0
@@ -695,13 +695,14 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     nb_out, shown = stage_dir / f"{stage.notebook}.ipynb", portable(stage_dir / f"{stage.notebook}.ipynb")
     only = f" (arms {', '.join(arms)} only)" if partial else ''
     log(f"[{stage.name}] running{only}: {'; '.join(reasons)}")
-    os.environ.update(QUIET_ENV)      # the executed notebook is for reading: no progress bars or library chatter in it
-    os.environ.update(compute_environment(profile.compute))   # the GPUs (or CPU processes) its training and generation may use
     parameters = {'profile_path': portable(Path(profile.path).resolve()), 'stage_dir': portable(stage_dir.resolve()),
                   'run_dir': portable(run_dir.resolve()), **stage.params, **({'arms': list(arms)} if partial else {})}
     (stage_dir / REFUSALS).unlink(missing_ok=True)
     started, t0 = datetime.now(timezone.utc), time.time()
-    _run_notebook(profile, stage, stage_dir, parameters, carried, nb_out, shown)
+    # the stage's kernel only: no progress bars or library chatter in the notebook it leaves, and the GPUs (or CPU
+    # processes) its training and generation may use; the caller's environment is left as it was
+    with environment({**QUIET_ENV, **compute_environment(profile.compute)}):
+        _run_notebook(profile, stage, stage_dir, parameters, carried, nb_out, shown)
     seconds = round(time.time() - t0, 2)
     if partial:
         log(f"[{stage.name}] arms {', '.join(arms)} done in {seconds:.1f}s; the stage finishes when a run without --arm trains the rest")

@@ -45,7 +45,9 @@ def runs():
         p = d / f'{name}.yaml'; p.write_text(small(name, n))
         prof = load_profile(p)
         subprocess.run(['rm', '-rf', str(prof.run_dir)], check=True)
+        before = dict(os.environ)
         run(p, log=lambda *a: None)
+        assert dict(os.environ) == before, "a run changed its caller's environment (only its stages' kernels get the profile's)"
         out[n] = prof
     yield out
     for prof in out.values():
