@@ -347,7 +347,8 @@ def _free_memory() -> None:
     if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
 
 def _serve_engine(conn, gpu: str | None, env: dict) -> None:
-    "A child's loop: load a checkpoint's engine, generate prompts, until told to close or its parent goes away (plain data both ways)."
+    """A child's loop: load a checkpoint's engine, generate prompts, unload it (the process and what it imported stay for
+    the next load), until told to close or its parent goes away (plain data both ways)."""
     os.environ.update(env); os.environ[LAUNCHED_ENV] = '1'
     if gpu is not None: os.environ['CUDA_VISIBLE_DEVICES'] = gpu
     engine = None
@@ -355,9 +356,11 @@ def _serve_engine(conn, gpu: str | None, env: dict) -> None:
         try: msg = conn.recv()
         except (EOFError, OSError): return
         try:
-            if msg[0] in ('load', 'close') and engine is not None:
+            if msg[0] in ('load', 'close', 'unload') and engine is not None:
                 getattr(engine, 'close', lambda: None)(); engine = None; _free_memory()
             if msg[0] == 'close': conn.send(('ok', None)); return
+            if msg[0] == 'unload': conn.send(('ok', None)); continue
+            if msg[0] == 'generate' and engine is None: raise RuntimeError("no engine is loaded")
             if msg[0] == 'load':
                 engine = BACKENDS[msg[3]](ModelRef(**msg[1]), from_dict(Serving, msg[2]), work_dir=msg[4])
                 conn.send(('ok', None))
@@ -399,6 +402,11 @@ class EngineWorker:
         self.ask('load', asdict(model), to_dict(serving), backend, None if work_dir is None else str(work_dir))
         self.loaded = key
 
+    def unload(self) -> None:
+        "Close the engine, freeing its memory, and keep this process (and the libraries it imported) for the next load."
+        self.loaded = None
+        self.ask('unload')
+
     def close(self) -> None:
         if self.proc.is_alive():
             try: self.conn.send(('close',)); self.conn.recv()
@@ -420,11 +428,20 @@ def engine_workers(procs: Processes) -> list[EngineWorker]:
         atexit.unregister(release_engines); atexit.register(release_engines)   # after multiprocessing's own exit hook, so
     return _WORKERS[key]                                                          # it runs first: that hook waits for them
 
-def release_engines() -> None:
-    "Close every generation engine this process started, freeing their GPU memory (before training, and at exit)."
-    for workers in _WORKERS.values():
-        for w in workers: w.close()
-    _WORKERS.clear()
+def release_engines(keep_processes: bool = False) -> None:
+    """Free the GPU memory of every generation engine this process started: close their processes (at exit, after a
+    failure), or, with `keep_processes` (before training), only their engines, so that the next generation loads its
+    engine in a process that has already started and imported its backend. A process that cannot unload is closed."""
+    if not keep_processes:
+        for workers in _WORKERS.values():
+            for w in workers: w.close()
+        _WORKERS.clear(); return
+    for key, workers in list(_WORKERS.items()):
+        try:
+            for w in workers: w.unload()
+        except EngineFailed:
+            for w in workers: w.close()
+            del _WORKERS[key]
 
 # %% ../nbs/03_generate.ipynb #c014z
 class SpreadBackend:

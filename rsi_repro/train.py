@@ -647,7 +647,7 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
     if procs.elsewhere and not fit_to:
         if callbacks: raise ValueError("trainer callbacks cannot travel to launched ranks: train in one process to use them")
         return launch_training('sft', args, optim, procs)
-    release_engines()                  # generation engines hold GPU memory a trainer needs
+    release_engines(keep_processes=True)   # their engines hold GPU memory a trainer needs; their processes may stay
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
     from rsi_repro.corpora import read_sft_mix
@@ -745,7 +745,7 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
                 out_dir=str(out_dir), tag=tag, beta=beta, nll_weight=nll_weight, warm_start=warm_start, lr=lr, steps=steps,
                 report_to=list(report_to), reference=str(reference) if reference else None)
     if procs.elsewhere and not fit_to: return launch_training('dpo', args, optim, procs)
-    release_engines()
+    release_engines(keep_processes=True)
     shared = read_reference(reference, reference_key(model, pairs_path, warm_start, optim)) if reference else None
     data = preference_rows(pairs_path, shared)
     tok = load_tokenizer(replace(model, adapter=None))
@@ -873,7 +873,7 @@ def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lo
     from rsi_repro.io import package_versions
     path, key = reference_path(pairs_path), reference_key(model, pairs_path, warm_start, optim)
     if reference_is_current(path, key): return path
-    release_engines()
+    release_engines(keep_processes=True)
     tok = load_tokenizer(replace(model, adapter=None))
     net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)     # every arm's step 0
     _prepare_for_speed(net, optim, architecture)

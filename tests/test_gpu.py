@@ -75,11 +75,20 @@ def test_vllm_in_an_engine_process_matches_transformers_greedy_and_frees_the_gpu
     assert _WORKERS, "vLLM ran in this process instead of an engine process"
     engines, free_open = engine_pids(), torch.cuda.mem_get_info()[0]
     seen = engines & gpu_pids()
+    kept = {w.proc.pid for ws in _WORKERS.values() for w in ws}
+    release_engines(keep_processes=True)          # as before training: the engines go, their processes stay
+    assert kept == {w.proc.pid for ws in _WORKERS.values() for w in ws} and all(w.proc.is_alive() for ws in _WORKERS.values() for w in ws)
+    def freed(what):
+        if seen: assert not engines & gpu_pids(), f"an engine process still holds GPU memory after the engines {what}"
+        else:    # the driver names processes outside this container's namespace: the engines' KV cache must come back
+            returned = torch.cuda.mem_get_info()[0] - free_open
+            assert returned >= 0.9 * serving().vllm.kv_cache_gib * 2**30, f"only {returned / 2**30:.1f} GiB came back after the engines {what}"
+    freed('unloaded (their processes kept)')
+    vl2 = generate(requests(), ref, serving(backend='vllm'), tmp_path / 'vllm-again', progress=False)   # loads where it was
+    assert list(vl2.response) == list(vl.response) and kept == {w.proc.pid for ws in _WORKERS.values() for w in ws}
+    engines = engine_pids()
     release_engines()
-    if seen: assert not engines & gpu_pids(), "an engine process still holds GPU memory after the engines closed"
-    else:    # the driver names processes outside this container's namespace: the engines' KV cache must come back
-        returned = torch.cuda.mem_get_info()[0] - free_open
-        assert returned >= 0.9 * serving().vllm.kv_cache_gib * 2**30, f"only {returned / 2**30:.1f} GiB came back after the engines closed"
+    freed('closed')
 
 
 @pytest.mark.gpu
