@@ -16,7 +16,7 @@ norms, activations and the optimiser are left out (memory-bound work, a few per 
 L tokens averages L/2 under the causal mask; `context` is that mean over the measured rows.
 
 `mfu(tokens_per_s, flops_per_token, peak)` is the fraction of `peak` FLOP/s that the rate's FLOPs are. The peak is the
-GPU's: the vendor's dense bf16 figure (`SPEC_PEAK`) until a measured one is in a results file.
+GPU's, read both ways: the vendor's dense bf16 figure (`SPEC_PEAK`), and the one train_speed.py's `peak` variant measures.
 
 Decoding is bound by memory, not FLOPs. `decode_bytes_per_step` counts the bytes one decode step of a batch moves from
 HBM: every matrix it uses read once in bf16 (the routed experts: as many distinct ones as the batch's tokens pick, between

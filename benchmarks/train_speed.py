@@ -23,7 +23,7 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 Step times are taken with the device synchronised; the first step of every variant is a warm-up and is not counted.
 tokens/s counts real (non-pad) tokens. Prints a table; writes JSON (--out), merged into an existing file with --append.
 Each summary row carries its model FLOPs per token (benchmarks/flops.py states the formula) and its rates as a fraction of
-the device's dense bf16 peak (MFU; the vendor's figure until a measured peak is in a results file).
+the device's bf16 peak (MFU): the vendor's dense figure, and the measured one where the file holds a `peak` run.
 
 The file's `summary` holds one row per measurement, rebuilt from its `runs` on every write, and its `rates` section
 the rates `rsi-repro estimate` reads by key: `train.sft.<shape>` for each measured shape, the library's own rate (the
