@@ -11,19 +11,19 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
-from .compute import LAUNCHED_ENV, Processes, compute_settings, processes
+from .compute import LAUNCHED_ENV, Processes, compute_settings, launched, processes
 from .config import VLLM_LORA_RANKS, Serving
 from .typed import from_dict, to_dict
 from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, timed, write_jsonl
 from .layout import EVIDENCE
 
 # %% auto #0
-__all__ = ['BACKENDS', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend', 'stop_ids',
-           'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'check_adapter_base',
+__all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
+           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'check_adapter_base',
            'portable_base_name', 'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend',
            'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args',
-           'VLLMBackend', 'EngineFailed', 'EngineWorker', 'engine_workers', 'release_engines', 'SpreadBackend',
-           'make_backend', 'plan_dir', 'generate']
+           'VLLMBackend', 'EngineFailed', 'EngineWorker', 'EngineHost', 'shared_engines', 'spreads', 'engine_workers',
+           'release_engines', 'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -302,6 +302,7 @@ def vllm_engine_args(model: ModelRef, serving: Serving) -> dict:
 @register_backend('vllm')
 class VLLMBackend:
     "vLLM's offline `LLM.generate` behind the same interface."
+    imports = ('vllm', 'vllm.lora.request')         # what a run's shared engine process imports before its first stage
     def __init__(self, model: ModelRef, serving: Serving, work_dir: str | Path | None = None):
         from vllm import LLM
         from vllm.lora.request import LoRARequest
@@ -346,40 +347,62 @@ def _free_memory() -> None:
     torch = sys.modules.get('torch')
     if torch is not None and torch.cuda.is_available(): torch.cuda.empty_cache()
 
-def _serve_engine(conn, gpu: str | None, env: dict) -> None:
-    """A child's loop: load a checkpoint's engine, generate prompts, unload it (the process and what it imported stay for
-    the next load), until told to close or its parent goes away (plain data both ways)."""
+def _engine_process(gpu: str | None, env: dict) -> None:
+    "An engine process's settings: the stage's compute environment, marked as launched, and its one GPU."
     os.environ.update(env); os.environ[LAUNCHED_ENV] = '1'
     if gpu is not None: os.environ['CUDA_VISIBLE_DEVICES'] = gpu
-    engine = None
+
+def _drop(held: dict) -> None:
+    "Close the engine `held` holds, if any, and give its memory back."
+    if held.get('engine') is not None:
+        getattr(held['engine'], 'close', lambda: None)(); held['engine'] = None; _free_memory()
+
+def _serve(conn, held: dict) -> str:
+    """Answer one client until it says 'close' or 'shutdown', or goes away ('gone'): load a checkpoint's engine, generate,
+    unload it (the process and what it imported stay for the next load). Plain data both ways; `held['engine']` is the
+    loaded engine, kept across clients only by a caller that decides so."""
     while True:
         try: msg = conn.recv()
-        except (EOFError, OSError): return
+        except (EOFError, OSError): return 'gone'
         try:
-            if msg[0] in ('load', 'close', 'unload') and engine is not None:
-                getattr(engine, 'close', lambda: None)(); engine = None; _free_memory()
-            if msg[0] == 'close': conn.send(('ok', None)); return
-            if msg[0] == 'unload': conn.send(('ok', None)); continue
-            if msg[0] == 'generate' and engine is None: raise RuntimeError("no engine is loaded")
-            if msg[0] == 'load':
-                engine = BACKENDS[msg[3]](ModelRef(**msg[1]), from_dict(Serving, msg[2]), work_dir=msg[4])
-                conn.send(('ok', None))
-            else: conn.send(('ok', [(c.token_ids, c.finish_reason) for c in engine.generate(msg[1], Decode(**msg[2]), msg[3])]))
-        except Exception as e:
-            conn.send(('error', f"{type(e).__name__}: {e}"))
+            if msg[0] in ('load', 'close', 'unload', 'shutdown'): _drop(held)
+            if msg[0] in ('close', 'shutdown'): conn.send(('ok', None)); return msg[0]
+            if msg[0] == 'unload': reply = ('ok', None)
+            elif msg[0] == 'load':
+                held['engine'] = BACKENDS[msg[3]](ModelRef(**msg[1]), from_dict(Serving, msg[2]), work_dir=msg[4])
+                reply = ('ok', None)
+            elif msg[0] == 'generate':
+                if held.get('engine') is None: raise RuntimeError("no engine is loaded")
+                reply = ('ok', [(c.token_ids, c.finish_reason) for c in held['engine'].generate(msg[1], Decode(**msg[2]), msg[3])])
+            else: raise ValueError(f"unknown request {msg[0]!r}")
+        except Exception as e: reply = ('error', f"{type(e).__name__}: {e}")
+        try: conn.send(reply)
+        except (EOFError, OSError): return 'gone'                 # the client died while its request ran
+
+def _serve_engine(conn, gpu: str | None, env: dict) -> None:
+    "A stage's own engine process: it serves its stage's process and ends with it."
+    _engine_process(gpu, env)
+    _serve(conn, {})
+
 
 # %% ../nbs/03_generate.ipynb #c014y
 class EngineWorker:
-    "A child process holding one generation engine on one device (a GPU, or the CPU)."
-    def __init__(self, gpu: str | None):
+    """A child process holding one generation engine on one device (a GPU, or the CPU): the stage's own, or, given the
+    `address` of a run's shared engine process (`EngineHost`), a connection to that one."""
+    def __init__(self, gpu: str | None, address: str | None = None, authkey: bytes | None = None):
         import multiprocessing
+        from multiprocessing.connection import Client
+        self.gpu, self.loaded, self.proc = gpu, None, None
+        if address is not None:
+            self.conn = Client(address, family='AF_UNIX', authkey=authkey)
+            _, self.pid = self.conn.recv()                   # the host says who it is once it has taken this stage on
+            return
         ctx = multiprocessing.get_context('spawn')           # a fresh interpreter: CUDA is set up only after it picks its GPU
-        self.gpu, self.loaded = gpu, None
         self.conn, child = ctx.Pipe()
         loop = importlib.import_module('rsi_repro.generate')._serve_engine   # the library's, which a fresh interpreter can import
         self.proc = ctx.Process(target=loop, args=(child, gpu, dict(compute_settings().env)),
                                 name=f"rsi-repro-engine-{gpu or 'cpu'}")
-        self.proc.start(); child.close()
+        self.proc.start(); child.close(); self.pid = self.proc.pid
 
     @property
     def where(self) -> str: return f"GPU {self.gpu}" if self.gpu is not None else 'the CPU'
@@ -388,6 +411,7 @@ class EngineWorker:
         try:
             self.conn.send(msg); status, value = self.conn.recv()
         except (EOFError, OSError):
+            if self.proc is None: raise EngineFailed(f"the run's shared generation engine on {self.where} stopped") from None
             self.proc.join(10)
             code = self.proc.exitcode
             raise EngineFailed(f"the generation engine on {self.where} stopped (exit code {code}"
@@ -408,30 +432,113 @@ class EngineWorker:
         self.ask('unload')
 
     def close(self) -> None:
-        if self.proc.is_alive():
+        "Close the engine and this process; a shared engine process only unloads, and waits for the next stage."
+        if self.proc is None or self.proc.is_alive():
             try: self.conn.send(('close',)); self.conn.recv()
             except (EOFError, OSError): pass
+        if self.proc is not None and self.proc.is_alive():
             self.proc.join(60)
             if self.proc.is_alive(): self.proc.kill(); self.proc.join()
         self.conn.close()
+
+
+# %% ../nbs/03_generate.ipynb #c014zi
+ENGINE_HOST_ENV = 'RSI_REPRO_ENGINE_HOST'   # in a stage's kernel: the run's shared engine processes, as JSON
+
+def _leave(*_): raise SystemExit(0)
+
+def _host_engine(address: str, authkey: bytes, gpu: str | None, env: dict, imports: tuple, ready) -> None:
+    """A run's shared engine process: it serves one stage's process at a time on a local socket, imports its backend
+    once for the whole run, and frees its engine whenever a stage lets go of it, finishes or dies."""
+    import multiprocessing, signal, threading
+    from multiprocessing.connection import Listener, wait
+    _engine_process(gpu, env)
+    signal.signal(signal.SIGTERM, _leave)                    # EngineHost.close: through the `finally` below, engine closed
+    if (parent := multiprocessing.parent_process()) is not None:      # a run killed outright takes its engines with it
+        threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True).start()
+    held = {}
+    with Listener(address, family='AF_UNIX', authkey=authkey) as listener:
+        ready.set()
+        for m in imports:
+            try: importlib.import_module(m)
+            except ImportError: pass                          # the first load says what is missing, to the stage that asked
+        try:
+            while True:
+                try: conn = listener.accept()
+                except (OSError, multiprocessing.AuthenticationError): continue
+                with conn:
+                    conn.send(('host', os.getpid()))
+                    how = _serve(conn, held)
+                _drop(held)
+                if how == 'shutdown': return
+        finally: _drop(held)
+
+class EngineHost:
+    "A run's shared engine processes, one per device of `procs`; `env` names them to the stages' kernels."
+    def __init__(self, procs: Processes, backend: str):
+        import multiprocessing, tempfile
+        ctx = multiprocessing.get_context('spawn')
+        self.key = procs.gpus or ('cpu',) * procs.count
+        self.folder = Path(tempfile.mkdtemp(prefix='rsi-repro-engines-'))      # private to this user: the sockets
+        authkey, ready = os.urandom(32), [ctx.Event() for _ in self.key]
+        self.addresses = [str(self.folder / f"engine-{i}") for i in range(len(self.key))]
+        loop = importlib.import_module('rsi_repro.generate')._host_engine
+        imports, env = getattr(BACKENDS[backend], 'imports', ()), dict(compute_settings().env)
+        self.procs = [ctx.Process(target=loop, args=(a, authkey, g if procs.gpus else None, env, imports, r),
+                                  name=f"rsi-repro-run-engine-{g}") for g, a, r in zip(self.key, self.addresses, ready)]
+        for p in self.procs: p.start()
+        for p, r in zip(self.procs, ready):
+            while not r.wait(1):
+                if not p.is_alive():
+                    self.close(); raise EngineFailed(f"a shared engine process stopped as it started (exit code {p.exitcode})")
+        self.env = {ENGINE_HOST_ENV: json.dumps({'devices': list(self.key), 'addresses': self.addresses, 'authkey': authkey.hex()})}
+
+    @property
+    def pids(self) -> list[int]: return [p.pid for p in self.procs]
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.is_alive(): p.terminate()
+        for p in self.procs:
+            p.join(60)
+            if p.is_alive(): p.kill(); p.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
+
+def shared_engines(key: tuple) -> dict | None:
+    "The run's shared engine processes for these devices, as the pipeline named them to this stage; None: start our own."
+    if not (spec := os.environ.get(ENGINE_HOST_ENV)) or launched(): return None
+    spec = json.loads(spec)
+    if tuple(spec['devices']) != tuple(key): return None
+    return {'addresses': spec['addresses'], 'authkey': bytes.fromhex(spec['authkey'])}
+
+def spreads(backend: str, procs: Processes) -> bool:
+    "Whether generation runs in engine processes of its own: vLLM on a GPU, or several devices."
+    return procs.elsewhere or (backend == 'vllm' and bool(procs.gpus))
+
 
 # %% ../nbs/03_generate.ipynb #c014g
 _WORKERS: dict[tuple, list[EngineWorker]] = {}       # devices -> the live engines of this process
 
 def engine_workers(procs: Processes) -> list[EngineWorker]:
-    "One live engine process per device of `procs`, started on first use and reused by every later call."
+    """One live engine process per device of `procs`, started on first use and reused by every later call: the run's
+    shared ones when the pipeline started them for these devices (`EngineHost`), else this process's own."""
     key = procs.gpus or ('cpu',) * procs.count
     if key not in _WORKERS:
         release_engines()
-        with timed('engine_processes', devices=len(key)):
-            _WORKERS[key] = [EngineWorker(g if procs.gpus else None) for g in key]
+        with timed('engine_processes', devices=len(key), shared=(host := shared_engines(key)) is not None):
+            _WORKERS[key] = ([EngineWorker(g if procs.gpus else None, a, host['authkey']) for g, a in zip(key, host['addresses'])]
+                             if host else [EngineWorker(g if procs.gpus else None) for g in key])
         atexit.unregister(release_engines); atexit.register(release_engines)   # after multiprocessing's own exit hook, so
     return _WORKERS[key]                                                          # it runs first: that hook waits for them
 
 def release_engines(keep_processes: bool = False) -> None:
     """Free the GPU memory of every generation engine this process started: close their processes (at exit, after a
     failure), or, with `keep_processes` (before training), only their engines, so that the next generation loads its
-    engine in a process that has already started and imported its backend. A process that cannot unload is closed."""
+    engine in a process that has already started and imported its backend. A process that cannot unload is closed.
+    A run's shared engine process is never closed from here: it unloads and waits for the next stage."""
     if not keep_processes:
         for workers in _WORKERS.values():
             for w in workers: w.close()
@@ -442,6 +549,7 @@ def release_engines(keep_processes: bool = False) -> None:
         except EngineFailed:
             for w in workers: w.close()
             del _WORKERS[key]
+
 
 # %% ../nbs/03_generate.ipynb #c014z
 class SpreadBackend:
@@ -458,7 +566,8 @@ class SpreadBackend:
         "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
         workers = engine_workers(self.procs)
         try:
-            with ThreadPoolExecutor(len(workers)) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend):
+            with ThreadPoolExecutor(len(workers)) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend,
+                                                           engines=[w.pid for w in workers]):
                 list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
         except EngineFailed: release_engines(); raise
         return workers
@@ -488,7 +597,7 @@ def make_backend(model: ModelRef, serving: Serving, backend: str | None = None, 
                  procs: Processes | None = None):
     "The engine a generation call uses: in this process, or in child processes (vLLM on a GPU; several devices)."
     backend, procs = backend or serving.backend, procs or processes()
-    if procs.elsewhere or (backend == 'vllm' and procs.gpus): return SpreadBackend(model, serving, backend, work_dir, procs)
+    if spreads(backend, procs): return SpreadBackend(model, serving, backend, work_dir, procs)
     return BACKENDS[backend](model, serving, work_dir=work_dir)
 
 # %% ../nbs/03_generate.ipynb #c016

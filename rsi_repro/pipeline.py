@@ -5,7 +5,7 @@
 # %% ../nbs/90_pipeline.ipynb #c002
 from __future__ import annotations
 import ast, inspect, json, os, re, shutil, socket, time
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,7 +16,7 @@ from .config import Profile, Stage, fingerprint, load_profile
 from .typed import ProfileError, to_dict
 from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
                               soup_parent_adapter)
-from .io import atomic_write_text, environment, package_versions, portable, publishable, read_json, sha256_file, sha256_files, sha256_json
+from .io import atomic_write_text, environment, package_versions, portable, publishable, read_json, sha256_file, sha256_files, sha256_json, timed
 from .manifests import output_hashes, read_manifest, stage_problems, with_hashes
 
 # %% auto #0
@@ -26,8 +26,8 @@ __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'ST
            'library_modules', 'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes',
            'label_identities', 'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker',
            'previous_dir', 'foreign', 'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs',
-           'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord', 'run_stage', 'StagePlan', 'plan',
-           'format_plan', 'run']
+           'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord', 'RunEngines', 'run_stage', 'StagePlan',
+           'plan', 'format_plan', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -678,9 +678,29 @@ def rerecord(stage_dir: Path, by: str) -> dict:
 _FORCED_ARMS = ("--force {stage} with --arm would start {stage} from a clean folder and drop the other arms' adapters; "
                 "force the whole stage (without --arm), or run --arm without --force to train the arms an unfinished stage lacks")
 
+# %% ../nbs/90_pipeline.ipynb #s006b
+class RunEngines:
+    "The run's shared generation engines: started for the first stage that serves a checkpoint in engine processes."
+    def __init__(self, profile: Profile): self.profile, self.host, self.decided = profile, None, False
+
+    def environment(self, stage: Stage) -> dict:
+        "What this stage's kernel must add to its environment to use them (call it inside the stage's compute environment)."
+        if 'serving' not in stage_reads(stage).sections: return {}
+        if not self.decided:
+            from rsi_repro.generate import EngineHost, spreads
+            from rsi_repro.compute import processes
+            self.decided, procs, backend = True, processes(), self.profile.serving.backend
+            if spreads(backend, procs):
+                with timed('engine_host', devices=procs.count, backend=backend): self.host = EngineHost(procs, backend)
+        return self.host.env if self.host else {}
+
+    def close(self) -> None:
+        if self.host: self.host.close(); self.host = None
+
+
 # %% ../nbs/90_pipeline.ipynb #s003f
 def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequence[str] = (), stage_dir: Path | None = None,
-              log=print, cache: dict | None = None) -> StageResult:
+              log=print, cache: dict | None = None, engines: RunEngines | None = None) -> StageResult:
     "Execute one stage notebook with papermill unless its manifest shows the same inputs (and its folder is what the manifest recorded)."
     run_dir, cache = profile.run_dir, {} if cache is None else cache
     stage_dir = confined(Path(stage_dir or run_dir / stage.name), run_dir)
@@ -700,9 +720,10 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     (stage_dir / REFUSALS).unlink(missing_ok=True)
     started, t0 = datetime.now(timezone.utc), time.time()
     # the stage's kernel only: no progress bars or library chatter in the notebook it leaves, and the GPUs (or CPU
-    # processes) its training and generation may use; the caller's environment is left as it was
+    # processes) its training and generation may use, and the run's engines; the caller's environment is left as it was
     with environment({**QUIET_ENV, **compute_environment(profile.compute)}):
-        _run_notebook(profile, stage, stage_dir, parameters, carried, nb_out, shown)
+        with environment(engines.environment(stage) if engines else {}):
+            _run_notebook(profile, stage, stage_dir, parameters, carried, nb_out, shown)
     seconds = round(time.time() - t0, 2)
     if partial:
         log(f"[{stage.name}] arms {', '.join(arms)} done in {seconds:.1f}s; the stage finishes when a run without --arm trains the rest")
@@ -797,8 +818,8 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
         log=print) -> list[StageResult]:
     "Run a profile's stages in order, holding the run folder's lock; returns what ran, what was skipped, and what waits for an unfinished stage."
     profile = _request(profile, only, force, arms)
-    cache, results, unfinished = {}, [], set()
-    with run_lock(profile.run_dir, log):
+    cache, results, unfinished, engines = {}, [], set(), RunEngines(profile)
+    with run_lock(profile.run_dir, log), closing(engines):
         for stage in profile.stages:
             if only and stage.name not in only: continue
             if waits := [u for u in upstream_stages(profile, stage) if u in unfinished]:
@@ -806,7 +827,7 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
                 log(f"[{stage.name}] waits: {', '.join(waits)} ran for some arms only")
                 results.append(StageResult(stage.name, 'waiting', 0.0, str(profile.run_dir / stage.name))); continue
             r = run_stage(profile, stage, force='all' in force or stage.name in force, arms=arms if stage.takes_arms else (),
-                          log=log, cache=cache)
+                          log=log, cache=cache, engines=engines)
             if r.status == 'partial': unfinished.add(stage.name)
             results.append(r)
     return results

@@ -8,7 +8,7 @@ import pytest
 
 from rsi_repro.compute import COMPUTE_ENV, compute_environment
 from rsi_repro.config import Compute, load_profile
-from rsi_repro.io import read_jsonl, sha256_file
+from rsi_repro.io import TIMINGS_ENV, environment, read_jsonl, sha256_file
 from rsi_repro.layout import ADAPTER, EVIDENCE
 from rsi_repro.pipeline import run
 
@@ -45,13 +45,19 @@ def runs():
         p = d / f'{name}.yaml'; p.write_text(small(name, n))
         prof = load_profile(p)
         subprocess.run(['rm', '-rf', str(prof.run_dir)], check=True)
-        before = dict(os.environ)
-        run(p, log=lambda *a: None)
-        assert dict(os.environ) == before, "a run changed its caller's environment (only its stages' kernels get the profile's)"
+        timings = prof.run_dir.parent / f'{name}.timings.jsonl'; timings.unlink(missing_ok=True)
+        with environment({TIMINGS_ENV: str(timings)}):
+            before = dict(os.environ)
+            run(p, log=lambda *a: None)
+            assert dict(os.environ) == before, "a run changed its caller's environment (only its stages' kernels get the profile's)"
         out[n] = prof
     yield out
     for prof in out.values():
         subprocess.run(['rm', '-rf', str(prof.run_dir)], check=True); Path(prof.path).unlink(missing_ok=True)
+        prof.run_dir.parent.joinpath(f'{prof.run_dir.name}.timings.jsonl').unlink(missing_ok=True)
+
+def timings(prof) -> list[dict]:
+    return read_jsonl(prof.run_dir.parent / f'{prof.run_dir.name}.timings.jsonl')
 
 @pytest.mark.slow
 def test_training_stages_train_in_two_ranks_with_one_adapter_and_one_evidence(runs):
@@ -73,6 +79,20 @@ def test_generation_over_two_engines_gives_the_rows_of_one(runs):
     shards = lambda prof: {p.relative_to(prof.run_dir): read_jsonl(p) for p in prof.run_dir.joinpath('serve').rglob('shard-*.jsonl')}
     one, two = shards(runs[1]), shards(runs[2])
     assert len(one) == 4 and one == two
+
+@pytest.mark.slow
+def test_a_run_imports_its_engines_once_and_every_stage_uses_them(runs):
+    "The run's two engine processes serve all three stages' kernels, and end with the run; one process starts none."
+    loads = [t for t in timings(runs[2]) if t['part'] == 'engine_load']
+    kernels = {t['pid'] for t in loads}
+    assert len(kernels) == 3, loads                                   # serve, sft, dpo: a kernel each
+    engines = {tuple(t['engines']) for t in loads}
+    assert len(engines) == 1 and len(next(iter(engines))) == 2, engines   # the same two processes every time
+    assert all(t['shared'] for t in timings(runs[2]) if t['part'] == 'engine_processes')
+    assert [t['devices'] for t in timings(runs[2]) if t['part'] == 'engine_host'] == [2]
+    for pid in next(iter(engines)):
+        with pytest.raises(ProcessLookupError): os.kill(pid, 0)
+    assert not [t for t in timings(runs[1]) if t['part'] in ('engine_host', 'engine_processes')]
 
 KILL_AFTER = """
 import os, signal, sys
