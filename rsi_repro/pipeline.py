@@ -21,13 +21,13 @@ from .manifests import output_hashes, read_manifest, stage_problems, with_hashes
 
 # %% auto #0
 __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER',
-           'RUNNER_PARAMS', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'StageFailed', 'StageResult', 'run_lock',
-           'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths', 'data_identities', 'data_paths',
-           'library_modules', 'upstream_stages', 'order_stages', 'notebook_path', 'stage_inputs', 'key_changes',
-           'label_identities', 'check_params', 'watch_reads', 'watch_spec', 'watch_source', 'read_marker',
-           'previous_dir', 'foreign', 'prepare_folder', 'restore_folder', 'finish_folder', 'check_outputs',
-           'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord', 'RunEngines', 'run_stage', 'StagePlan',
-           'plan', 'format_plan', 'run']
+           'RUNNER_PARAMS', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'SHARED_ENGINES_ENV', 'StageFailed',
+           'StageResult', 'run_lock', 'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths',
+           'data_identities', 'data_paths', 'library_modules', 'upstream_stages', 'order_stages', 'notebook_path',
+           'stage_inputs', 'key_changes', 'label_identities', 'check_params', 'watch_reads', 'watch_spec',
+           'watch_source', 'read_marker', 'previous_dir', 'foreign', 'prepare_folder', 'restore_folder',
+           'finish_folder', 'check_outputs', 'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord',
+           'RunEngines', 'run_stage', 'StagePlan', 'plan', 'format_plan', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -679,13 +679,15 @@ _FORCED_ARMS = ("--force {stage} with --arm would start {stage} from a clean fol
                 "force the whole stage (without --arm), or run --arm without --force to train the arms an unfinished stage lacks")
 
 # %% ../nbs/90_pipeline.ipynb #s006b
+SHARED_ENGINES_ENV = 'RSI_REPRO_SHARED_ENGINES'   # '0': every stage starts its own engine processes, as outside a run
+
 class RunEngines:
     "The run's shared generation engines: started for the first stage that serves a checkpoint in engine processes."
     def __init__(self, profile: Profile): self.profile, self.host, self.decided = profile, None, False
 
     def environment(self, stage: Stage) -> dict:
         "What this stage's kernel must add to its environment to use them (call it inside the stage's compute environment)."
-        if 'serving' not in stage_reads(stage).sections: return {}
+        if 'serving' not in stage_reads(stage).sections or os.environ.get(SHARED_ENGINES_ENV) == '0': return {}
         if not self.decided:
             from rsi_repro.generate import EngineHost, spreads
             from rsi_repro.compute import processes

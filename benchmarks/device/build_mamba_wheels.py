@@ -77,7 +77,7 @@ def main():
     ap.add_argument('--out', default='.mamba_wheels')
     ap.add_argument('--jobs', default='1')
     a = ap.parse_args()
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(a.out).resolve(); out.mkdir(parents=True, exist_ok=True)   # pip wheel runs in the sources' folder
     site = subprocess.run([a.python, '-c', 'import torch, os; print(os.path.dirname(os.path.dirname(torch.__file__)))'],
                           capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:

@@ -71,10 +71,12 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
     print(r['step'], r['instrument'], r['n'], round(r['rate_parent'], 3), round(r['rate'], 3), r['fixed'], r['lost'], '%.3g' % r['p'])" ;;
   estimate) rsi estimate configs/nemotron.yaml --run outputs/gpu-smoke > "$OUT/estimate_run.txt" 2>&1; tail -n 5 "$OUT/estimate_run.txt" ;;
   speed) # training rates over 20 timed steps, the library beside the stock loop in one process per shape; DPO as the stage
-         # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba wheels in /tmp/site.
+         # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba kernels: a call
+         # carrying .mamba_wheels installs them with `pip install --no-index --no-deps --target /tmp/mamba_site
+         # .mamba_wheels/*.whl`, apart from /tmp/site so that a study lane running meanwhile keeps its code paths.
          for job in "qwen3-moe-30b-a3b ours stock-16x3-ckpt" "nemotron-h-31b ours stock-8x6" "nemotron-h-31b ours-dpo"; do
            set -- $job; shape=$1; shift
-           python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
+           PYTHONPATH=/tmp/mamba_site:$PYTHONPATH python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
              > "$OUT/speed_${shape}_${1}.log" 2>&1; tail -n 4 "$OUT/speed_${shape}_${1}.log"
          done ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
