@@ -394,8 +394,12 @@ class EngineWorker:
         from multiprocessing.connection import Client
         self.gpu, self.loaded, self.proc = gpu, None, None
         if address is not None:
-            self.conn = Client(address, family='AF_UNIX', authkey=authkey)
-            _, self.pid = self.conn.recv()                   # the host says who it is once it has taken this stage on
+            try:
+                self.conn = Client(address, family='AF_UNIX', authkey=authkey)
+                _, self.pid = self.conn.recv()               # the host says who it is once it has taken this stage on
+            except (EOFError, OSError) as e:
+                raise EngineFailed(f"the run's shared generation engine on {self.where} cannot be reached ({e}); "
+                                   f"rerun with RSI_REPRO_SHARED_ENGINES=0 to start the stage's own") from None
             return
         ctx = multiprocessing.get_context('spawn')           # a fresh interpreter: CUDA is set up only after it picks its GPU
         self.conn, child = ctx.Pipe()
