@@ -364,6 +364,10 @@ def summarise(doc) -> list[dict]:
                         'rate_of': r.get('rate_of', OLD_RATE_OF), **step_stats(r),
                         'date': m['date'], 'device': m['device']})
             out[-1].update(flops_beside(out[-1], peaks.get(m['device'])))
+            if stage == 'dpo' and r.get('reference_seconds') and s.get('dpo_pairs'):   # the stage's one reference pass, timed apart
+                pairs = s['dpo_pairs']['pairs']
+                out[-1].update(reference_pairs=pairs, reference_seconds=r['reference_seconds'],
+                               reference_tokens_per_s=round(pairs * out[-1]['mean_row_tokens'] / r['reference_seconds'], 1))
     return out
 
 
@@ -419,6 +423,14 @@ def rates_from_summary(summary) -> dict[str, dict]:
                     f"{row['mean_row_tokens']:g} tokens on average, real tokens per second on one {row['device']}; "
                     f"benchmarks/train_speed.py, {row['date']}")
         out[key] = {'value': row['tokens_per_s'], 'unit': 'tokens/s', 'what': what + (f"; {row['note']}" if row['note'] else '')}
+        if row.get('reference_tokens_per_s'):
+            out[key.replace('train.dpo.', 'train.dpo_reference.')] = {
+                'value': row['reference_tokens_per_s'], 'unit': 'tokens/s',
+                'what': (f"the DPO reference's log-probabilities, computed once for every arm of a pair set (the SFT adapter's "
+                         f"forward, no gradient): rsi_repro.train.dpo_reference, {SHAPE_WORDS[row['shape']]} with random weights; "
+                         f"{row['reference_pairs']} synthetic pairs of {row['mean_row_tokens']:g} tokens on average in "
+                         f"{row['reference_seconds']} s, the first batch's warm-up included; real tokens per second on one "
+                         f"{row['device']}; benchmarks/train_speed.py, {row['date']}")}
     return out
 
 

@@ -293,7 +293,9 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     pairs, audit = sum(b.stop - b.start for b in cfg.corpus.bands), cfg.audit.stop - cfg.audit.start
     trained = _trained(cfg.optim, pairs)
     out = [Work(st.name, 'load', f"first load of {cfg.corpus.name}", 'cpu.corpus_load_cold', max(b.stop for b in (*cfg.corpus.bands, cfg.audit))),
-           Work(st.name, 'pairs', f"binarise {pairs:,} pairs and the {audit:,}-row audit band", 'cpu.binarising', pairs + audit)]
+           Work(st.name, 'pairs', f"binarise {pairs:,} pairs and the {audit:,}-row audit band", 'cpu.binarising', pairs + audit),
+           Work(st.name, 'reference', f"the SFT adapter's log-probabilities of the {pairs:,} pairs, once for every arm",
+                'train.dpo_reference', pairs, 'dpo_pair')]
     arms = [(a.name, f"beta {a.beta:g}, lr {a.lr:g}") for a in cfg.grid]
     arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr") for s in cfg.rank_seed]
     for name, what in arms:
@@ -421,7 +423,8 @@ def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None 
     "The rate key each kind of work is priced with: generation by backend at the profile's batch size, training and CPU steps."
     keys = {'generate.hf': f"generate.hf.b{profile.serving.batch_size}.{shape}",
             'generate.vllm': f"generate.{'vllm-invariant' if profile.serving.vllm.batch_invariant else 'vllm'}.b{profile.serving.vllm.max_num_seqs}.{shape}",
-            'train.sft': f"train.sft.{shape}", 'train.dpo': f"train.dpo.{shape}", **{k: k for k in CPU_KINDS}}
+            'train.sft': f"train.sft.{shape}", 'train.dpo': f"train.dpo.{shape}",
+            'train.dpo_reference': f"train.dpo_reference.{shape}", **{k: k for k in CPU_KINDS}}
     for kind, key in (overrides or {}).items():
         if kind not in keys: raise EstimateError(f"--rate {kind}={key}: unknown kind {kind!r} (kinds: {', '.join(keys)})")
         keys[kind] = key

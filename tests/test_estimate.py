@@ -78,8 +78,8 @@ def test_a_missing_rate_stops_the_command_and_names_every_missing_key(tmp_path):
     rates = write_rates(tmp_path / 'r', {k: v for k, v in all_rates().items() if not k.startswith('train.')})
     code, out, err = cli('estimate', NEMOTRON, '--rates', rates)
     assert code == 2 and out == ''
-    assert 'no measured rate for 2 kind(s) of work in ' + str(rates) in err
-    assert 'train.dpo.nemotron_h-30b-a3b' in err and 'train.sft.nemotron_h-30b-a3b' in err
+    assert 'no measured rate for 3 kind(s) of work in ' + str(rates) in err
+    assert 'train.dpo.nemotron_h-30b-a3b' in err and 'train.sft.nemotron_h-30b-a3b' in err and 'train.dpo_reference.nemotron_h-30b-a3b' in err
 
 
 def test_partial_marks_the_missing_cells_and_totals(tmp_path):
@@ -159,11 +159,11 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     q = 'qwen3_moe-30b-a3b'
     speed = json.loads((folder / 'train_speed.json').read_text())      # as if train_speed.py had not measured DPO at this shape:
     speed['rates'].pop(f'train.dpo.{q}'); (folder / 'train_speed.json').write_text(json.dumps(speed))   # another file supplies it
-    write_rates(folder, {f'train.dpo.{q}': 2000.0}, name='train_fast.json')
+    write_rates(folder, {f'train.dpo.{q}': 2000.0, f'train.dpo_reference.{q}': 4000.0}, name='train_fast.json')
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
     assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
     assert Path(j['rates'][f'train.dpo.{q}']['file']).name == 'train_fast.json'
-    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_speed.json' and j['rates'][f'train.sft.{q}']['value'] == 11554.6
+    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_speed.json' and j['rates'][f'train.sft.{q}']['value'] == 10166.2
     assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'generation_qwen3-moe-30b-a3b.json'
     assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 7048.8      # batch invariance off, as the nemotron profile serves
     assert {Path(j['rates'][k]['file']).name for k in j['rates'] if k.startswith('cpu.')} == {'corpora.json'}

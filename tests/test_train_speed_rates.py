@@ -28,17 +28,26 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
     for key, rate in DOC['rates'].items():
         stage, name = key.split('.')[1], key.split('.', 2)[2]
         shape = [s for s, n in ts.ESTIMATE_SHAPES.items() if n == name]
-        assert len(shape) == 1 and stage in ('sft', 'dpo')
-        rows = [r for r in library if r['shape'] == shape[0] and r['stage'] == stage]
+        assert len(shape) == 1 and stage in ('sft', 'dpo', 'dpo_reference')
+        rows = [r for r in library if r['shape'] == shape[0] and r['stage'] == stage.replace('dpo_reference', 'dpo')]
+        if stage == 'dpo_reference':                         # the reference pass the last DPO run timed apart
+            assert rate['value'] == rows[-1]['reference_tokens_per_s'] == round(
+                rows[-1]['reference_pairs'] * rows[-1]['mean_row_tokens'] / rows[-1]['reference_seconds'], 1)
+            assert 'computed once for every arm' in rate['what']; continue
         assert rate['value'] == rows[-1]['tokens_per_s'] and rate['unit'] == 'tokens/s'    # the last library run of shape and stage
         assert f"r={rows[-1]['lora_r']}" in rate['what']
         assert ('SFT-shaped' in rate['what'] and 'not DPO' in rate['what']) if stage == 'sft' else rate['what'].startswith('DPO')
     assert {(r['shape'], r['stage']) for r in library} == {(s, t) for s in ('qwen3-moe-30b-a3b', 'nemotron-h-31b') for t in ('sft', 'dpo')}
     assert {k: v['value'] for k, v in DOC['rates'].items()} == {
-        'train.sft.qwen3_moe-30b-a3b': 11554.6, 'train.sft.nemotron_h-30b-a3b': 10640.9,
-        'train.dpo.qwen3_moe-30b-a3b': 2009.2, 'train.dpo.nemotron_h-30b-a3b': 2254.3}
-    dpo = [r for r in library if r['stage'] == 'dpo']      # DPO rates are the profile's dpo split and rank, not another variant's
-    assert {(r['variant'], r['micro_batch'], r['grad_accum'], r['activation_checkpointing'], r['lora_r']) for r in dpo} == {('ours-dpo', 2, 24, True, 64)}
+        'train.sft.qwen3_moe-30b-a3b': 10166.2, 'train.sft.nemotron_h-30b-a3b': 8932.4,
+        'train.dpo.qwen3_moe-30b-a3b': 2009.2, 'train.dpo.nemotron_h-30b-a3b': 12820.9,
+        'train.dpo_reference.nemotron_h-30b-a3b': 4391.1}
+    rows = ts.rate_rows(DOC['summary'])                     # the SFT and Nemotron-H DPO rates: medians of 20 timed steps
+    assert all(rows[k]['timed_steps'] >= ts.STEADY_STEPS for k in rows if k != 'train.dpo.qwen3_moe-30b-a3b')
+    dpo = [r for r in library if r['stage'] == 'dpo']      # DPO rates are the profile's dpo rank, as the stage fits and trains it
+    assert {(r['variant'], r['micro_batch'], r['grad_accum'], r['activation_checkpointing'], r['lora_r']) for r in dpo} == {
+        ('ours-dpo', 2, 24, True, 64), ('ours-dpo', 6, 8, False, 64)}       # the profile's fixed split, then the fitted one
+    assert rows['train.dpo.nemotron_h-30b-a3b']['settings']['shared_reference'] is True
 
 
 def test_the_summary_is_the_runs():
@@ -54,13 +63,14 @@ def test_a_hand_edit_on_either_side_is_seen():
     edited['rates']['train.sft.nemotron_h-30b-a3b']['value'] = 12000.0
     assert edited['rates'] != ts.rates_from_summary(edited['summary'])
     edited = copy.deepcopy(DOC)
-    next(r for r in edited['summary'] if r['library'] and r['shape'] == 'nemotron-h-31b')['tokens_per_s'] = 12000.0
+    [r for r in edited['summary'] if r['library'] and r['shape'] == 'nemotron-h-31b' and r['stage'] == 'sft'][-1]['tokens_per_s'] = 12000.0
     assert DOC['rates'] != ts.rates_from_summary(edited['summary']) and edited['summary'] != ts.summarise(edited)
 
 
 def test_the_keys_are_the_ones_the_estimate_asks_for():
     nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
     keys = [rate_keys(nemotron, shape)[kind] for shape in (shape_of(nemotron), 'qwen3_moe-30b-a3b') for kind in ('train.sft', 'train.dpo')]
+    keys.append(rate_keys(nemotron, shape_of(nemotron))['train.dpo_reference'])   # the reference pass: timed at Nemotron-H only
     assert set(DOC['rates']) == set(keys)
     rates = read_rates(RESULTS)
     for key in keys:
@@ -93,7 +103,7 @@ def test_generation_rates_are_the_last_run_of_each_backend_and_batch():
 
 
 def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
-    "The summary says how many steps each rate rests on and whether that is steady; the committed rates are not (yet)."
+    "The summary says how many steps each rate rests on and whether that is steady (>= 20 timed steps, the median)."
     ts = train_speed()
     res = {'step_seconds': [9.0] + [1.0] * 19 + [2.5], 'step_tokens': [100] + [1000] * 19 + [1000]}   # warm-up, 20 timed
     st = ts.step_stats(res)
@@ -103,4 +113,6 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
     assert ts.step_stats({'step_seconds': [1.0] * 4, 'step_tokens': [10] * 4})['steady'] is False
     for row in DOC['summary']:
         assert row['timed_steps'] >= 1 and row['min_tokens_per_s'] <= row['median_tokens_per_s'] <= row['max_tokens_per_s']
-        assert row['steady'] is False and row['rate_of'] == ts.OLD_RATE_OF      # measured before the 20-step median
+        assert row['steady'] == (row['timed_steps'] >= ts.STEADY_STEPS)
+        assert row['rate_of'] == (ts.RATE_OF if row['date'] >= '2026-12-02' else ts.OLD_RATE_OF)   # before the 20-step median: the old formula
+    assert sum(row['steady'] for row in DOC['summary']) == 5                    # the 2026-12-02 runs of 20 timed steps
