@@ -6,10 +6,11 @@
 from __future__ import annotations
 import ast, contextlib, copy, html, json, os, re, shutil, sys
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 
-from .io import atomic_write_text, publishable
+from .io import atomic_write_text, portable, publishable
 from .layout import DECIDE_STAGE, GRID_STAGE, MANIFEST, decision_path, grid_table_path, judgement_path, outcomes_path
 from .manifests import read_manifest
 from .pipeline import local_kernel_manager, rerecord, run_lock
@@ -18,7 +19,7 @@ from .pipeline import local_kernel_manager, rerecord, run_lock
 __all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'blank_missing', 'relativise',
            'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table',
            'copy_source', 'grid_heatmap', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
-           'eval_reads_section', 'summary_page', 'build_site', 'docs', 'main']
+           'eval_reads_section', 'summary_page', 'render_pages', 'build_site', 'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -477,30 +478,49 @@ def _stage_table(run_dir: Path, rows) -> str:
                     f"<td>{m['wall_seconds']:.1f} s</td><td>{len(m['outputs'])}</td><td><code>{m['inputs_sha256'][:12]}</code></td></tr>")
     return '\n'.join(body + ["</table>"])
 
+def _render_page(nb_path: Path, out_path: Path, title: str, root, library: bool, timeout: int, execute: bool) -> None:
+    "One page of the site: a stage's executed notebook, or a library notebook (executed first when `execute`)."
+    nb = execute_page(nb_path, timeout, execute=execute) if library else None
+    notebook_html(nb_path, out_path, title, depth=1, nb=nb, root=root)
+
+def render_pages(pages: Sequence[tuple], workers: int | None = None, log=lambda *a: None) -> None:
+    """Render `_render_page` argument tuples side by side, one process per core up to `workers`: each page is its own
+    file, rendered (and a library page executed) on its own, so the site is the same whichever finishes first."""
+    import importlib, multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    workers = max(1, min(len(pages), workers or os.cpu_count() or 1))
+    for args in pages: log(f"page {portable(args[1])}")
+    if workers == 1:
+        for args in pages: _render_page(*args)
+        return
+    render = importlib.import_module('rsi_repro.report')._render_page       # the library's, which a fresh interpreter imports
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn')) as ex:   # no state of this kernel
+        for f in [ex.submit(render, *args) for args in pages]: f.result()                      # a failure stops the build
+
 def build_site(run_dir: str | Path, out_dir: str | Path, stages: list[str] | None = None, docs_dir: str | Path | None = None,
                profile=None, execute_library: bool = True, timeout: int = 120, library_glob: str = '[0-9]*.ipynb',
-               log=lambda *a: None) -> Path:
-    "Render the run's study summary (with `profile`), every finished stage and the library notebooks in `docs_dir` (executed first) into `out_dir`."
+               log=lambda *a: None, workers: int | None = None) -> Path:
+    """Render the run's study summary (with `profile`), every finished stage and the library notebooks in `docs_dir`
+    (executed first) into `out_dir`; the pages side by side on up to `workers` processes (default: one per core)."""
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     root = Path(profile.root) if profile is not None else None
     if out_dir.exists(): shutil.rmtree(out_dir)
     (out_dir / 'stages').mkdir(parents=True)
-    rows = []
+    rows, pages = [], []
     for name in stages or sorted(p.parent.name for p in run_dir.glob(f"*/{MANIFEST}")):
         m = read_manifest(run_dir / name)
         if m is None: rows.append((name, None, None)); continue
         pg = f"stages/{name}.html"
-        notebook_html(run_dir / name / m['executed_notebook'], out_dir / pg, f"{run_dir.name} / {name}", depth=1, root=root)
+        pages.append((run_dir / name / m['executed_notebook'], out_dir / pg, f"{run_dir.name} / {name}", root, False, timeout, False))
         rows.append((name, m, pg))
-    atomic_write_text(out_dir / 'stages.html', page(f"stages of {run_dir.name}", _stage_table(run_dir, rows)))
     docs = []
     if docs_dir:
         (out_dir / 'library').mkdir()
         for nb_path in sorted(Path(docs_dir).glob(library_glob)):
-            log(f"library page {nb_path.name}")
-            nb = execute_page(nb_path, timeout, execute=execute_library)
             pg = f"library/{nb_path.stem}.html"
-            notebook_html(nb_path, out_dir / pg, nb_path.stem, depth=1, nb=nb, root=root); docs.append((nb_path.stem, pg))
+            pages.append((nb_path, out_dir / pg, nb_path.stem, root, True, timeout, execute_library)); docs.append((nb_path.stem, pg))
+    render_pages(pages, workers, log)
+    atomic_write_text(out_dir / 'stages.html', page(f"stages of {run_dir.name}", _stage_table(run_dir, rows)))
     atomic_write_text(out_dir / 'library.html', page('the library', "<h1>The library</h1><p>One notebook per module: prose, code and its examples, executed.</p><ul>"
                       + ''.join(f"<li><a href='{p}'>{html.escape(n)}</a></li>" for n, p in docs) + "</ul>"))
     front = summary_page(profile, out_dir) if profile is not None else _stage_table(run_dir, [(n, m, p) for n, m, p in rows])
