@@ -136,7 +136,7 @@ def execute_page(nb_path: str | Path, timeout: int = 120, cwd: str | Path | None
         except Exception as e:                          # a failure is shown on the page, never hidden
             first = (re.sub(r'\x1b\[[0-9;]*m', '', str(e)).strip().splitlines() or [type(e).__name__])[-1][:300]
             note = f"This page is shown unexecuted: executing it failed ({type(e).__name__}: {first})."
-    nb.cells.insert(0, new_markdown_cell(f"> **Note.** {note}", metadata={'tags': ['execution-note']}))
+    nb.cells.insert(0, new_markdown_cell(f"> **Note.** {note}", metadata={'tags': ['execution-note']}, id='execution-note'))
     return nb
 
 # %% ../nbs/92_report.ipynb #c011
