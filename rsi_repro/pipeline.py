@@ -688,6 +688,8 @@ class RunEngines:
     def environment(self, stage: Stage) -> dict:
         "What this stage's kernel must add to its environment to use them (call it inside the stage's compute environment)."
         if 'serving' not in stage_reads(stage).sections or os.environ.get(SHARED_ENGINES_ENV) == '0': return {}
+        if self.host and not all(p.is_alive() for p in self.host.procs):   # one died (out of memory?): a fresh set
+            self.close(); self.decided = False
         if not self.decided:
             from rsi_repro.generate import EngineHost, spreads
             from rsi_repro.compute import processes
