@@ -22,8 +22,8 @@ __all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'l
            'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'check_adapter_base',
            'portable_base_name', 'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend',
            'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args',
-           'VLLMBackend', 'EngineFailed', 'EngineWorker', 'EngineHost', 'shared_engines', 'spreads', 'engine_workers',
-           'release_engines', 'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
+           'VLLMBackend', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers',
+           'release_engines', 'EngineHost', 'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -449,68 +449,6 @@ class EngineWorker:
 # %% ../nbs/03_generate.ipynb #c014zi
 ENGINE_HOST_ENV = 'RSI_REPRO_ENGINE_HOST'   # in a stage's kernel: the run's shared engine processes, as JSON
 
-def _leave(*_): raise SystemExit(0)
-
-def _host_engine(address: str, authkey: bytes, gpu: str | None, env: dict, imports: tuple, ready) -> None:
-    """A run's shared engine process: it serves one stage's process at a time on a local socket, imports its backend
-    once for the whole run, and frees its engine whenever a stage lets go of it, finishes or dies."""
-    import multiprocessing, signal, threading
-    from multiprocessing.connection import Listener, wait
-    _engine_process(gpu, env)
-    signal.signal(signal.SIGTERM, _leave)                    # EngineHost.close: through the `finally` below, engine closed
-    if (parent := multiprocessing.parent_process()) is not None:      # a run killed outright takes its engines with it
-        threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True).start()
-    held = {}
-    with Listener(address, family='AF_UNIX', authkey=authkey) as listener:
-        ready.set()
-        for m in imports:
-            try: importlib.import_module(m)
-            except ImportError: pass                          # the first load says what is missing, to the stage that asked
-        try:
-            while True:
-                try: conn = listener.accept()
-                except (OSError, multiprocessing.AuthenticationError): continue
-                with conn:
-                    conn.send(('host', os.getpid()))
-                    how = _serve(conn, held)
-                _drop(held)
-                if how == 'shutdown': return
-        finally: _drop(held)
-
-class EngineHost:
-    "A run's shared engine processes, one per device of `procs`; `env` names them to the stages' kernels."
-    def __init__(self, procs: Processes, backend: str):
-        import multiprocessing, tempfile
-        ctx = multiprocessing.get_context('spawn')
-        self.key = procs.gpus or ('cpu',) * procs.count
-        self.folder = Path(tempfile.mkdtemp(prefix='rsi-repro-engines-'))      # private to this user: the sockets
-        authkey, ready = os.urandom(32), [ctx.Event() for _ in self.key]
-        self.addresses = [str(self.folder / f"engine-{i}") for i in range(len(self.key))]
-        loop = importlib.import_module('rsi_repro.generate')._host_engine
-        imports, env = getattr(BACKENDS[backend], 'imports', ()), dict(compute_settings().env)
-        self.procs = [ctx.Process(target=loop, args=(a, authkey, g if procs.gpus else None, env, imports, r),
-                                  name=f"rsi-repro-run-engine-{g}") for g, a, r in zip(self.key, self.addresses, ready)]
-        for p in self.procs: p.start()
-        for p, r in zip(self.procs, ready):
-            while not r.wait(1):
-                if not p.is_alive():
-                    self.close(); raise EngineFailed(f"a shared engine process stopped as it started (exit code {p.exitcode})")
-        self.env = {ENGINE_HOST_ENV: json.dumps({'devices': list(self.key), 'addresses': self.addresses, 'authkey': authkey.hex()})}
-
-    @property
-    def pids(self) -> list[int]: return [p.pid for p in self.procs]
-
-    def close(self) -> None:
-        for p in self.procs:
-            if p.is_alive(): p.terminate()
-        for p in self.procs:
-            p.join(60)
-            if p.is_alive(): p.kill(); p.join()
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
-
 def shared_engines(key: tuple) -> dict | None:
     "The run's shared engine processes for these devices, as the pipeline named them to this stage; None: start our own."
     if not (spec := os.environ.get(ENGINE_HOST_ENV)) or launched(): return None
@@ -553,6 +491,72 @@ def release_engines(keep_processes: bool = False) -> None:
         except EngineFailed:
             for w in workers: w.close()
             del _WORKERS[key]
+
+
+# %% ../nbs/03_generate.ipynb #c014zl
+def _leave(*_): raise SystemExit(0)
+
+def _host_engine(address: str, authkey: bytes, gpu: str | None, env: dict, imports: tuple, ready) -> None:
+    """A run's shared engine process: it serves one stage's process at a time on a local socket, imports its backend
+    once for the whole run, and frees its engine whenever a stage lets go of it, finishes or dies."""
+    import multiprocessing, signal, threading
+    from multiprocessing.connection import Listener, wait
+    _engine_process(gpu, env)
+    signal.signal(signal.SIGTERM, _leave)                    # EngineHost.close: through the `finally` below, engine closed
+    if (parent := multiprocessing.parent_process()) is not None:      # a run killed outright takes its engines with it
+        threading.Thread(target=lambda: (wait([parent.sentinel]), os._exit(0)), daemon=True).start()
+    held = {}
+    with Listener(address, family='AF_UNIX', authkey=authkey) as listener:
+        ready.set()
+        for m in imports:
+            try: importlib.import_module(m)
+            except ImportError: pass                          # the first load says what is missing, to the stage that asked
+        try:
+            while True:
+                try: conn = listener.accept()
+                except (OSError, multiprocessing.AuthenticationError): continue
+                with conn:
+                    conn.send(('host', os.getpid()))
+                    how = _serve(conn, held)
+                _drop(held)
+                if how == 'shutdown': return
+        finally: _drop(held)
+
+
+# %% ../nbs/03_generate.ipynb #c014zn
+class EngineHost:
+    "A run's shared engine processes, one per device of `procs`; `env` names them to the stages' kernels."
+    def __init__(self, procs: Processes, backend: str):
+        import multiprocessing, tempfile
+        ctx = multiprocessing.get_context('spawn')
+        self.key = procs.gpus or ('cpu',) * procs.count
+        self.folder = Path(tempfile.mkdtemp(prefix='rsi-repro-engines-'))      # private to this user: the sockets
+        authkey, ready = os.urandom(32), [ctx.Event() for _ in self.key]
+        self.addresses = [str(self.folder / f"engine-{i}") for i in range(len(self.key))]
+        loop = importlib.import_module('rsi_repro.generate')._host_engine
+        imports, env = getattr(BACKENDS[backend], 'imports', ()), dict(compute_settings().env)
+        self.procs = [ctx.Process(target=loop, args=(a, authkey, g if procs.gpus else None, env, imports, r),
+                                  name=f"rsi-repro-run-engine-{g}") for g, a, r in zip(self.key, self.addresses, ready)]
+        for p in self.procs: p.start()
+        for p, r in zip(self.procs, ready):
+            while not r.wait(1):
+                if not p.is_alive():
+                    self.close(); raise EngineFailed(f"a shared engine process stopped as it started (exit code {p.exitcode})")
+        self.env = {ENGINE_HOST_ENV: json.dumps({'devices': list(self.key), 'addresses': self.addresses, 'authkey': authkey.hex()})}
+
+    @property
+    def pids(self) -> list[int]: return [p.pid for p in self.procs]
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.is_alive(): p.terminate()
+        for p in self.procs:
+            p.join(60)
+            if p.is_alive(): p.kill(); p.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.close()
 
 
 # %% ../nbs/03_generate.ipynb #c014z

@@ -466,18 +466,7 @@ def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination'
              _provenance_section(summary.provenance(profile), site, Path(profile.path))]
     return '\n'.join(parts)
 
-# %% ../nbs/92_report.ipynb #c017
-def _stage_table(run_dir: Path, rows) -> str:
-    body = [f"<h1>Stages of run <code>{html.escape(run_dir.name)}</code></h1>",
-            "<p>Each stage is a notebook executed by papermill; its manifest records the sha256 of every input and output.</p>",
-            "<table><tr><th>stage</th><th>ran</th><th>wall time</th><th>artifacts</th><th>inputs sha256</th></tr>"]
-    for name, m, pg in rows:
-        if m is None:
-            body.append(f"<tr><td>{html.escape(name)}</td><td colspan=4 class=muted>not run</td></tr>"); continue
-        body.append(f"<tr><td><a href='{pg}'>{html.escape(name)}</a></td><td>{html.escape(m['started'])}</td>"
-                    f"<td>{m['wall_seconds']:.1f} s</td><td>{len(m['outputs'])}</td><td><code>{m['inputs_sha256'][:12]}</code></td></tr>")
-    return '\n'.join(body + ["</table>"])
-
+# %% ../nbs/92_report.ipynb #c016p
 def _render_page(nb_path: Path, out_path: Path, title: str, root, library: bool, timeout: int, execute: bool) -> None:
     "One page of the site: a stage's executed notebook, or a library notebook (executed first when `execute`)."
     nb = execute_page(nb_path, timeout, execute=execute) if library else None
@@ -496,6 +485,19 @@ def render_pages(pages: Sequence[tuple], workers: int | None = None, log=lambda 
     render = importlib.import_module('rsi_repro.report')._render_page       # the library's, which a fresh interpreter imports
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn')) as ex:   # no state of this kernel
         for f in [ex.submit(render, *args) for args in pages]: f.result()                      # a failure stops the build
+
+
+# %% ../nbs/92_report.ipynb #c017
+def _stage_table(run_dir: Path, rows) -> str:
+    body = [f"<h1>Stages of run <code>{html.escape(run_dir.name)}</code></h1>",
+            "<p>Each stage is a notebook executed by papermill; its manifest records the sha256 of every input and output.</p>",
+            "<table><tr><th>stage</th><th>ran</th><th>wall time</th><th>artifacts</th><th>inputs sha256</th></tr>"]
+    for name, m, pg in rows:
+        if m is None:
+            body.append(f"<tr><td>{html.escape(name)}</td><td colspan=4 class=muted>not run</td></tr>"); continue
+        body.append(f"<tr><td><a href='{pg}'>{html.escape(name)}</a></td><td>{html.escape(m['started'])}</td>"
+                    f"<td>{m['wall_seconds']:.1f} s</td><td>{len(m['outputs'])}</td><td><code>{m['inputs_sha256'][:12]}</code></td></tr>")
+    return '\n'.join(body + ["</table>"])
 
 def build_site(run_dir: str | Path, out_dir: str | Path, stages: list[str] | None = None, docs_dir: str | Path | None = None,
                profile=None, execute_library: bool = True, timeout: int = 120, library_glob: str = '[0-9]*.ipynb',
