@@ -514,7 +514,7 @@ def _host_engine(address: str, authkey: bytes, gpu: str | None, env: dict, impor
         try:
             while True:
                 try: conn = listener.accept()
-                except (OSError, multiprocessing.AuthenticationError): continue
+                except (EOFError, multiprocessing.AuthenticationError): continue   # a caller without the key, or gone mid-greeting
                 with conn:
                     conn.send(('host', os.getpid()))
                     how = _serve(conn, held)
