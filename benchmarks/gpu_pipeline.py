@@ -76,7 +76,9 @@ def stage_parts(timings: Path, lines: list | None) -> dict:
     if not lines or lines[1] is None or not timings.exists(): return {}
     out = {}
     for row in map(json.loads, timings.read_text().splitlines()[lines[0]:lines[1]]):
-        part = out.setdefault(row['part'], {'count': 0, 'seconds': 0.0})
+        how = row.get('how')                 # an engine load: 'started' anew, or 'reloaded' with another checkpoint's weights
+        name = row['part'] + (':' + '+'.join(sorted(set(map(str, how)))) if isinstance(how, list) else '')
+        part = out.setdefault(name, {'count': 0, 'seconds': 0.0})
         part['count'] += 1; part['seconds'] = round(part['seconds'] + row['seconds'], 2)
     return out
 

@@ -53,6 +53,7 @@ class VLLMSettings:
     tensor_parallel_size: int = 1
     max_num_seqs: int = 256
     batch_invariant: bool = True        # greedy is not batch-invariant in vLLM unless asked
+    reload_weights: bool = True         # load a checkpoint of the engine's frame into it, not a new engine (vllm_frame)
     def validate(self, where, p):
         one_of(where, f"{p}.max_lora_rank", self.max_lora_rank, VLLM_LORA_RANKS)
         if not 0 < self.gpu_memory_utilization <= 1:

@@ -22,7 +22,7 @@ __all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'l
            'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'check_adapter_base',
            'portable_base_name', 'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend',
            'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args',
-           'VLLMBackend', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers',
+           'vllm_frame', 'VLLMBackend', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers',
            'release_engines', 'EngineHost', 'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
@@ -298,6 +298,23 @@ def vllm_engine_args(model: ModelRef, serving: Serving) -> dict:
     if v.kv_cache_gib is not None: kw['kv_cache_memory_bytes'] = int(v.kv_cache_gib * 2**30)
     return kw
 
+# %% ../nbs/03_generate.ipynb #c014xf
+_SAVED_AS = ('_name_or_path', 'transformers_version', 'dtype', 'torch_dtype')   # a checkpoint's name and how it was saved
+
+def vllm_frame(model: ModelRef, serving: Serving) -> dict | None:
+    """Everything a live vLLM engine holds of a checkpoint besides its weights; two checkpoints of one frame can share
+    an engine. None for a checkpoint that cannot: an adapter (served as LoRA, or merged first), a base not in a folder."""
+    if model.adapter or not Path(model.base).is_dir(): return None
+    from transformers import AutoConfig
+    settings = {k: v for k, v in vllm_engine_args(model, serving).items() if k not in ('model', 'revision')}
+    config = {k: v for k, v in AutoConfig.from_pretrained(model.base).to_dict().items() if k not in _SAVED_AS}
+    gen = Path(model.base) / 'generation_config.json'
+    gen = {k: v for k, v in json.loads(gen.read_text()).items() if k not in _SAVED_AS} if gen.exists() else None
+    tok = load_tokenizer(model)
+    return {'engine': settings, 'batch_invariant': serving.vllm.batch_invariant, 'config': config, 'generation': gen,
+            'stops': stop_ids(tok), 'vocab': len(tok)}
+
+
 # %% ../nbs/03_generate.ipynb #c014c
 @register_backend('vllm')
 class VLLMBackend:
@@ -315,8 +332,20 @@ class VLLMBackend:
         else: os.environ.pop('VLLM_BATCH_INVARIANT', None)                        # process that served another profile first
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
+        self.frame = vllm_frame(model, serving)
         self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)
         self.stops = stop_ids(self.tokenizer)
+
+    def swap(self, model: ModelRef, serving: Serving, work_dir: str | Path | None = None) -> bool:
+        "Load `model`'s weights into this engine when it shares the engine's frame (`vllm_frame`); False: it does not."
+        if self.frame is None or not serving.vllm.reload_weights: return False
+        if vllm_lora_plan(model, serving.vllm.max_lora_rank) == 'merge':
+            if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
+            model = merge_adapter(model, work_dir)
+        if vllm_frame(model, serving) != self.frame: return False
+        self.llm.collective_rpc('reload_weights', kwargs={'weights_path': str(Path(model.base).resolve())})
+        self.llm.reset_prefix_cache()            # the cached prompts' keys and values are the old weights'
+        return True
 
     def close(self) -> None:
         "Stop vLLM's engine process now (its GPU memory is freed) rather than whenever the object is collected."
@@ -357,20 +386,29 @@ def _drop(held: dict) -> None:
     if held.get('engine') is not None:
         getattr(held['engine'], 'close', lambda: None)(); held['engine'] = None; _free_memory()
 
+def _load(held: dict, model: ModelRef, serving: Serving, backend: str, work_dir) -> str:
+    "Hold `model`'s engine: the held one with `model`'s weights loaded into it when it can take them, else a new one."
+    engine, how = held.get('engine'), 'started'
+    if engine is not None and held.get('backend') == backend and hasattr(engine, 'swap'):
+        try:
+            if engine.swap(model, serving, work_dir): return 'reloaded'
+        except Exception as e: how = f"started after reloading failed ({type(e).__name__}: {e})"   # a fresh engine instead
+    _drop(held)
+    held['engine'], held['backend'] = BACKENDS[backend](model, serving, work_dir=work_dir), backend
+    return how
+
 def _serve(conn, held: dict) -> str:
-    """Answer one client until it says 'close' or 'shutdown', or goes away ('gone'): load a checkpoint's engine, generate,
-    unload it (the process and what it imported stay for the next load). Plain data both ways; `held['engine']` is the
-    loaded engine, kept across clients only by a caller that decides so."""
+    """Answer one client until it says 'close' or 'shutdown', or goes away ('gone'): load a checkpoint's engine (or its
+    weights into the engine held), generate, unload it (the process and what it imported stay for the next load). Plain
+    data both ways; `held['engine']` is the loaded engine, kept across clients only by a caller that decides so."""
     while True:
         try: msg = conn.recv()
         except (EOFError, OSError): return 'gone'
         try:
-            if msg[0] in ('load', 'close', 'unload', 'shutdown'): _drop(held)
+            if msg[0] in ('close', 'unload', 'shutdown'): _drop(held)
             if msg[0] in ('close', 'shutdown'): conn.send(('ok', None)); return msg[0]
             if msg[0] == 'unload': reply = ('ok', None)
-            elif msg[0] == 'load':
-                held['engine'] = BACKENDS[msg[3]](ModelRef(**msg[1]), from_dict(Serving, msg[2]), work_dir=msg[4])
-                reply = ('ok', None)
+            elif msg[0] == 'load': reply = ('ok', _load(held, ModelRef(**msg[1]), from_dict(Serving, msg[2]), msg[3], msg[4]))
             elif msg[0] == 'generate':
                 if held.get('engine') is None: raise RuntimeError("no engine is loaded")
                 reply = ('ok', [(c.token_ids, c.finish_reason) for c in held['engine'].generate(msg[1], Decode(**msg[2]), msg[3])])
@@ -423,12 +461,13 @@ class EngineWorker:
         if status == 'error': raise EngineFailed(f"the generation engine on {self.where}: {value}")
         return value
 
-    def load(self, key, model: 'ModelRef', serving: Serving, backend: str, work_dir) -> None:
-        "Hold `model`'s engine (a no-op when it already does)."
-        if self.loaded == key: return
+    def load(self, key, model: 'ModelRef', serving: Serving, backend: str, work_dir) -> str | None:
+        "Hold `model`'s engine: how it came ('started', 'reloaded': its weights into the engine held), None: it was held."
+        if self.loaded == key: return None
         self.loaded = None
-        self.ask('load', asdict(model), to_dict(serving), backend, None if work_dir is None else str(work_dir))
+        how = self.ask('load', asdict(model), to_dict(serving), backend, None if work_dir is None else str(work_dir))
         self.loaded = key
+        return how
 
     def unload(self) -> None:
         "Close the engine, freeing its memory, and keep this process (and the libraries it imported) for the next load."
@@ -573,10 +612,11 @@ class SpreadBackend:
     def _engines(self) -> list[EngineWorker]:
         "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
         workers = engine_workers(self.procs)
+        if all(w.loaded == self.key for w in workers): return workers
         try:
             with ThreadPoolExecutor(len(workers)) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend,
-                                                           engines=[w.pid for w in workers]):
-                list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
+                                                           engines=[w.pid for w in workers]) as found:
+                found['how'] = list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
         except EngineFailed: release_engines(); raise
         return workers
 
@@ -613,11 +653,13 @@ ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new
 
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
+    # not whether an engine got the weights reloaded or new: the rows are the same (tests/test_gpu.py checks it on a GPU)
+    vllm = {k: v for k, v in asdict(serving.vllm).items() if k != 'reload_weights'} if backend == 'vllm' else None
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
             'checkpoint': checkpoint_identity(model), 'merge': model.merge, 'decode': asdict(decode), 'backend': backend,
             'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
             'shard_size': serving.shard_size, 'batch_size': serving.batch_size,
-            'vllm': asdict(serving.vllm) if backend == 'vllm' else None}
+            'vllm': vllm}
 
 def plan_dir(out_dir: str | Path, plan: dict) -> Path:
     "The shard folder of one generation plan inside `out_dir`."

@@ -174,15 +174,16 @@ TIMINGS_ENV = 'RSI_REPRO_TIMINGS'
 
 @contextmanager
 def timed(part: str, **what):
-    "Time the block; append `{part, seconds, pid, **what}` to the file `$RSI_REPRO_TIMINGS` names, when it names one."
-    path = os.environ.get(TIMINGS_ENV)
+    """Time the block; append `{part, seconds, pid, **what}` to the file `$RSI_REPRO_TIMINGS` names, when it names one.
+    The block may add what it learns as it runs (how an engine was loaded) to the dict it is given."""
+    path, found = os.environ.get(TIMINGS_ENV), {}
     if not path:
-        yield; return
+        yield found; return
     t0 = time.perf_counter()
-    try: yield
+    try: yield found
     finally:
         with open(path, 'a', encoding='utf-8') as f:    # one short appended line per part: processes may share the file
-            f.write(json.dumps({'part': part, 'seconds': round(time.perf_counter() - t0, 3), 'pid': os.getpid(), **what}) + '\n')
+            f.write(json.dumps({'part': part, 'seconds': round(time.perf_counter() - t0, 3), 'pid': os.getpid(), **what, **found}) + '\n')
 
 
 # %% ../nbs/00a_io.ipynb #c005w

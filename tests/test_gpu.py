@@ -45,19 +45,19 @@ def gpu_pids() -> set[int]:
     return {p.pid for i in range(pynvml.nvmlDeviceGetCount())
             for p in pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(i))}
 
-def adapter(tmp_path, r=16):
-    "A seeded LoRA of rank r on the tiny base with non-zero B, saved as the pipeline saves one."
+def adapter(tmp_path, r=16, base='data/tiny_base', architecture='llama'):
+    "A seeded LoRA of rank r on a base with non-zero B, saved as the pipeline saves one."
     import torch
     from peft import get_peft_model
     from rsi_repro.config import Lora
     from rsi_repro.generate import ModelRef, load_model
     from rsi_repro.train import lora_config
     torch.manual_seed(0)
-    net = get_peft_model(load_model(ModelRef(str(ROOT / 'data/tiny_base')), 'cpu'), lora_config(Lora(r=r, alpha=2 * r), 'llama'))
+    net = get_peft_model(load_model(ModelRef(str(ROOT / base)), 'cpu'), lora_config(Lora(r=r, alpha=2 * r), architecture))
     with torch.no_grad():
         for n, p in net.named_parameters():
             if 'lora_B' in n: p.normal_(0, 0.02)
-    out = tmp_path / f'adapter-r{r}'; net.save_pretrained(out)
+    out = tmp_path / f'adapter-{architecture}-r{r}'; net.save_pretrained(out)
     return out
 
 
@@ -105,6 +105,35 @@ def test_vllm_serves_a_servable_rank_as_lora_and_an_unservable_one_merged(tmp_pa
     c = generate(requests(8), merged, serving(backend='vllm', merge_lora=True), tmp_path / 'merged', progress=False)
     assert len(c) == 8 and list((tmp_path / 'merged').glob('merged-*/config.json'))    # merged once, beside the generations
     release_engines()
+
+
+@pytest.mark.gpu
+@needs_vllm
+@pytest.mark.parametrize('base,architecture', [('data/tiny_base', 'llama'), ('data/nemotron_h_small', 'nemotron_h')])
+def test_an_engine_given_another_checkpoints_weights_answers_as_a_new_engine_on_it(tmp_path, monkeypatch, base, architecture):
+    """A merged checkpoint of the base the engine holds is loaded into that engine (vLLM's reload_weights, its prefix cache
+    emptied): its greedy rows equal an engine started on it, differ from the base's, and the base's come back after."""
+    from rsi_repro.generate import ModelRef, generate, release_engines
+    from rsi_repro.io import TIMINGS_ENV, read_jsonl
+    monkeypatch.setenv(TIMINGS_ENV, str(tmp_path / 'timings.jsonl'))
+    ref = ModelRef(str(ROOT / base), dtype='bfloat16', merge=True)
+    merged = ModelRef(ref.base, adapter=str(adapter(tmp_path, 16, base, architecture)), dtype='bfloat16', merge=True)
+    from dataclasses import replace
+    srv = serving(backend='vllm', merge_lora=True)
+    srv = replace(srv, vllm=replace(srv.vllm, batch_invariant=False))          # vLLM refuses it for Mamba layers
+    reqs = requests()
+    first = generate(reqs, ref, srv, tmp_path / 'base', progress=False)
+    swapped = generate(reqs, merged, srv, tmp_path / 'merged', progress=False)     # the same prompts: a stale prefix cache would show
+    back = generate(reqs, ref, srv, tmp_path / 'base-again', progress=False)
+    release_engines()
+    fresh = generate(reqs, merged, srv, tmp_path / 'merged-fresh', progress=False)
+    release_engines()
+    hows = [h for t in read_jsonl(tmp_path / 'timings.jsonl') if t['part'] == 'engine_load' for h in t['how']]
+    assert hows == ['started', 'reloaded', 'reloaded', 'started'], hows
+    rows = lambda df: df[['id', 'response', 'finish_reason', 'new_tokens']].to_dict('records')
+    assert rows(swapped) == rows(fresh)
+    assert rows(back) == rows(first)
+    assert rows(swapped) != rows(first), "the adapter changed no row: the reload is not shown to load anything"
 
 
 @pytest.mark.gpu
