@@ -158,7 +158,8 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     shutil.copytree(RESULTS, folder)
     q = 'qwen3_moe-30b-a3b'
     speed = json.loads((folder / 'train_speed.json').read_text())      # as if train_speed.py had not measured DPO at this shape:
-    speed['rates'].pop(f'train.dpo.{q}'); (folder / 'train_speed.json').write_text(json.dumps(speed))   # another file supplies it
+    for k in (f'train.dpo.{q}', f'train.dpo_reference.{q}'): speed['rates'].pop(k)     # another file supplies them
+    (folder / 'train_speed.json').write_text(json.dumps(speed))
     write_rates(folder, {f'train.dpo.{q}': 2000.0, f'train.dpo_reference.{q}': 4000.0}, name='train_fast.json')
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
     assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
