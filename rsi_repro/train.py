@@ -18,16 +18,16 @@ from .layout import EVIDENCE
 from .typed import from_dict, to_dict
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN',
-           'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split', 'trainer_kwargs',
-           'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class',
-           'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'lean_grouped_mm_experts',
-           'use_lean_experts', 'choose_split', 'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths',
-           'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
-           'train_falling_back', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
-           'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
-           'reference_path', 'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence',
-           'reference_logps', 'dpo_reference']
+__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION',
+           'FIT_MARGIN', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split',
+           'trainer_kwargs', 'check_kernels', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence',
+           'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention',
+           'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory', 'step_timer',
+           'heaviest_micro_batch', 'fit_lengths', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit',
+           'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
+           'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
+           'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
+           'reference_evidence', 'reference_logps', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -148,7 +148,22 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
     if optim.schedule == 'cosine_with_min_lr': kw['lr_scheduler_kwargs'] = {'min_lr_rate': optim.min_lr_rate}
     if steps is not None: kw['max_steps'] = steps
     else: kw['num_train_epochs'] = optim.epochs
+    if optim.kernels == 'liger': kw.update(use_liger_kernel=True, liger_kernel_config=dict(LIGER_LAYERS))
     return kw
+
+LIGER_LAYERS = {'rms_norm': True, 'rope': True,     # the layers' own kernels; the experts stay `lean_grouped_mm_experts`,
+                'swiglu': False, 'cross_entropy': False, 'fused_linear_cross_entropy': False}  # the loss TRL's fused LM head
+
+def check_kernels(kernels: str, model_type: str) -> None:
+    "Refuse, naming `optim.kernels`, a kernel package this machine lacks or that has no kernels for the base's model type."
+    if kernels == 'none': return
+    try: from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN as supported
+    except ImportError as e:
+        raise ImportError(f"optim.kernels: liger needs liger-kernel, which does not import here ({e}): "
+                          f"pip install 'rsi_repro[kernels]' on a GPU machine, or set optim.kernels: none") from None
+    if model_type not in supported:
+        raise ValueError(f"optim.kernels: liger: liger-kernel has no kernels for {model_type} (it has them for "
+                         f"{', '.join(sorted(supported))}); set optim.kernels: none")
 
 # %% ../nbs/31_train.ipynb #c014
 def gpu_count() -> int:
@@ -624,8 +639,10 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
 
 def _prepare_for_speed(net, optim: Optim, architecture: str) -> None:
     """The model side of a run: mixture-of-experts layers through `lean_grouped_mm_experts` (always: the same numbers),
-    bf16 LoRA inputs under autocast, variable-length attention when padding-free."""
+    bf16 LoRA inputs under autocast, variable-length attention when padding-free; fused kernels checked (the trainer
+    applies them, from `trainer_kwargs`)."""
     import torch
+    check_kernels(optim.kernels, getattr(getattr(net, 'config', None), 'model_type', architecture))   # before a trainer applies them
     use_lean_experts(net)
     if optim.lora_compute == 'bf16' and optim.bf16 and torch.cuda.is_available(): lora_bf16_inputs(net)
     if optim.padding_free:

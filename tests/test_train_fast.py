@@ -1,6 +1,7 @@
 """The fast-training settings change how a step's work is cut, never what it computes: the same loss and gradients as
 the plain path (tiny bases on the CPU; one GPU test of the split fit, skipped without CUDA)."""
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -250,6 +251,21 @@ def test_micro_batch_fit_on_a_gpu_starts_from_the_same_weights(tmp_path):
     plain = optim(micro_batch=ev['micro_batch'], grad_accum=ev['grad_accum'], steps=2, bf16=True, length_grouping=True)
     _, losses0, grads0 = run(tmp_path, 'plain', path, plain)
     assert losses == pytest.approx(losses0, rel=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize('arch', ['llama', 'qwen3_moe'])
+def test_liger_kernels_train_as_the_plain_layers_do(tmp_path, arch):
+    """`optim.kernels: liger` (Liger's RMSNorm and rotary kernels under the trainer, the experts still ours): on a GPU,
+    three bf16 steps give the plain run's losses within bf16's noise, and the evidence records the setting."""
+    pytest.importorskip('liger_kernel')
+    base = BASE if arch == 'llama' else tiny_base(tmp_path, arch)
+    path = mix(tmp_path, 24, base=base)
+    plain = optim(micro_batch=4, grad_accum=2, steps=3, bf16=True)
+    ev, losses, _ = run(tmp_path, 'liger', path, replace(plain, kernels='liger'), base=base, arch=arch)
+    _, losses0, _ = run(tmp_path, 'plain', path, plain, base=base, arch=arch)
+    assert ev['optim_settings']['kernels'] == 'liger'
+    assert losses == pytest.approx(losses0, rel=2e-2)
 
 
 @pytest.mark.parametrize('arch', ['qwen3_moe', 'nemotron_h'])

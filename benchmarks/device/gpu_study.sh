@@ -45,6 +45,10 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .triton_cache.tgz ] && [ ! -d ~/.triton/cache ] && mkdir -p ~/.triton && tar -xzf .triton_cache.tgz -C ~/.triton
 [ -f .flashinfer_cache.tgz ] && [ ! -d ~/.cache/flashinfer ] && mkdir -p ~/.cache && tar -xzf .flashinfer_cache.tgz -C ~/.cache
+# the kernels extra (liger-kernel, for optim.kernels: liger and the trl-* speed variants): carry .kernel_wheels (pip download
+# --no-deps 'liger-kernel>=0.8.5,<0.9' -d .kernel_wheels); it installs apart from /tmp/site, which it does not change
+[ -d .kernel_wheels ] && [ ! -d /tmp/kernel_site ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kernel_site .kernel_wheels/*.whl
+export PYTHONPATH=$PYTHONPATH:/tmp/kernel_site
 kernel() { [ -d ~/.local/share/jupyter/kernels/python3 ] || python3 -m ipykernel install --user --name python3 > /dev/null; }
 rsi() { python3 -m rsi_repro.cli "$@"; }
 for step in "$@"; do
@@ -74,7 +78,9 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba kernels: a call
          # carrying .mamba_wheels installs them with `pip install --no-index --no-deps --target /tmp/mamba_site
          # .mamba_wheels/*.whl`, apart from /tmp/site so that a study lane running meanwhile keeps its code paths.
-         for job in "qwen3-moe-30b-a3b ours stock-16x3-ckpt" "nemotron-h-31b ours stock-8x6" "nemotron-h-31b ours-dpo"; do
+         # Beside stock PEFT: TRL's SFTTrainer with Liger's kernels (none for Nemotron-H: its trl-8x6 row records the refusal;
+         # trl-plain-8x6 is TRL without them), and the library with optim.kernels: liger where Liger has kernels.
+         for job in "qwen3-moe-30b-a3b ours ours-liger trl-16x3 trl-16x3-ckpt stock-16x3-ckpt" "nemotron-h-31b ours trl-8x6 trl-plain-8x6 stock-8x6" "nemotron-h-31b ours-dpo"; do
            set -- $job; shape=$1; shift
            PYTHONPATH=/tmp/mamba_site:$PYTHONPATH python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
              > "$OUT/speed_${shape}_${1}.log" 2>&1; tail -n 4 "$OUT/speed_${shape}_${1}.log"
