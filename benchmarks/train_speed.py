@@ -303,7 +303,7 @@ def synthetic_pairs(path: Path, n: int, seed: int, tok, prompt=150, chosen=300, 
     return {'pairs': n, 'mean_tokens_asked': {'prompt': prompt, 'chosen': chosen, 'rejected': rejected}}
 
 
-def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
+def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, reference_batch=None):
     """The library's own train_dpo as the dpo stage calls it, with the nemotron profile's dpo settings (LoRA, split,
     checkpointing, seq_len, beta of its first grid arm, NLL weight), reading the pairs' reference log-probabilities from
     the file the stage computes once for all its arms (`dpo_reference`, timed apart: `reference_seconds`); `split`
@@ -319,8 +319,9 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
     model = ModelRef(str(folder), dtype='bfloat16' if device() == 'cuda' else 'float32')
     free(); reference_path(pairs).unlink(missing_ok=True); t0 = time.perf_counter()
     with patched_loading(folder, config):
-        reference = dpo_reference(model, arch, pairs, cfg.lora, optim)
+        reference = dpo_reference(model, arch, pairs, cfg.lora, optim, batch_size=reference_batch or cfg.reference_batch)
         reference_seconds = time.perf_counter() - t0
+        ref_doc = json.loads(Path(reference).read_text())
         free(); t0 = time.perf_counter()
         ev = train_dpo(model, arch, pairs, cfg.lora, optim, out_dir, tag='speed', beta=cfg.grid[0].beta, nll_weight=cfg.nll_weight,
                        reference=reference, report_to=[])
@@ -330,7 +331,8 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None):
     res = {'stage': 'dpo', 'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
            'settings': {'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'bf16': optim.bf16, 'micro_batch_fit': optim.micro_batch_fit,
                         'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len, 'shared_reference': True},
-           'reference_seconds': round(reference_seconds, 1), 'fit': ev.get('fit'),
+           'reference_seconds': round(reference_seconds, 1), 'reference_batch_size': ref_doc['batch_size'],
+           'reference_batches': ref_doc.get('batches'), 'fit': ev.get('fit'),
            'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': cfg.grid[0].beta, 'nll_weight': cfg.nll_weight,
            'step_seconds': ev['step_seconds'], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
            'training_tokens': ev['training_tokens'], 'padded_tokens': ev['padded_tokens'], 'wall_seconds_with_save': round(total, 1),
@@ -415,6 +417,12 @@ def summarise(doc) -> list[dict]:
                 pairs = s['dpo_pairs']['pairs']
                 out[-1].update(reference_pairs=pairs, reference_seconds=r['reference_seconds'],
                                reference_tokens_per_s=round(pairs * out[-1]['mean_row_tokens'] / r['reference_seconds'], 1))
+                if len(r.get('reference_batches') or []) > 1:   # its batches timed: rated as steps are, the first a warm-up
+                    rates = sorted(t / sec for _, t, sec in r['reference_batches'][1:])
+                    out[-1].update(reference_with_warmup_tokens_per_s=out[-1]['reference_tokens_per_s'],
+                                   reference_tokens_per_s=round(statistics.median(rates), 1), reference_timed_batches=len(rates),
+                                   reference_min_max_tokens_per_s=[round(rates[0], 1), round(rates[-1], 1)],
+                                   reference_batch_size=r['reference_batch_size'])
     return out
 
 
@@ -475,9 +483,11 @@ def rates_from_summary(summary) -> dict[str, dict]:
                 'value': row['reference_tokens_per_s'], 'unit': 'tokens/s',
                 'what': (f"the DPO reference's log-probabilities, computed once for every arm of a pair set (the SFT adapter's "
                          f"forward, no gradient): rsi_repro.train.dpo_reference, {SHAPE_WORDS[row['shape']]} with random weights; "
-                         f"{row['reference_pairs']} synthetic pairs of {row['mean_row_tokens']:g} tokens on average in "
-                         f"{row['reference_seconds']} s, the first batch's warm-up included; real tokens per second on one "
-                         f"{row['device']}; benchmarks/train_speed.py, {row['date']}")}
+                         f"{row['reference_pairs']} synthetic pairs of {row['mean_row_tokens']:g} tokens on average" +
+                         (f", {row['reference_batch_size']} a forward; the median of its {row['reference_timed_batches']} timed "
+                          f"batches' real tokens/s after the first (a warm-up)" if row.get('reference_timed_batches') else
+                          f" in {row['reference_seconds']} s, the first batch's warm-up included; real tokens per second") +
+                         f" on one {row['device']}; benchmarks/train_speed.py, {row['date']}")}
     return out
 
 
@@ -496,6 +506,7 @@ def main():
     ap.add_argument('--slow-steps', type=int, default=None, help='optimiser steps of a stock variant with micro-batch < 8 (default: --steps)')
     ap.add_argument('--rows', type=int, default=480)
     ap.add_argument('--pairs', type=int, default=240, help='synthetic preference pairs for the ours-dpo variants')
+    ap.add_argument('--reference-batch', type=int, default=None, help="pairs a forward of the ours-dpo reference pass (default: the profile's dpo.reference_batch)")
     ap.add_argument('--eff', type=int, default=48, help='examples per optimiser step (the card\'s 48)')
     ap.add_argument('--r', type=int, default=768); ap.add_argument('--alpha', type=int, default=1536)
     ap.add_argument('--seed', type=int, default=0)
@@ -560,7 +571,7 @@ def main():
                 if v != 'ours-dpo':
                     m, g = map(int, v.split('-')[2].split('x')); split = (m, g, v.endswith('-ckpt'))
                 if not pairs.exists(): pair_info.update(synthetic_pairs(pairs, a.pairs, a.seed, tok))
-                res = ours_dpo(folder, config, arch, pairs, a.steps, a.seed, split)
+                res = ours_dpo(folder, config, arch, pairs, a.steps, a.seed, split, a.reference_batch)
             else: raise SystemExit(f"unknown variant {v}")
         except torch.OutOfMemoryError as e:
             res = {'error': f'out of memory: {str(e).splitlines()[0]}', **peak()}; free()

@@ -226,8 +226,11 @@ class DPOStage:
     max_tool_leak_rate: float = 0.0       # the ship rule: an anchor whose decoded answers leak more tool text is refused
     warm_start: Optional[str] = 'sft'
     rank_seed: tuple[DPOSearchArm, ...] = ()   # after the beta/lr grid: the anchor's rank and seed, searched at its beta and lr
+    reference_batch: Optional[int] = None      # pairs a forward of the shared reference pass (None: optim.micro_batch), halved
+                                               # while it runs out of memory
     def validate(self, where, p):
         positive(where, f"{p}.nll_weight", self.nll_weight, allow_zero=True)
+        if self.reference_batch is not None: positive(where, f"{p}.reference_batch", self.reference_batch)
         if not 0 <= self.max_tool_leak_rate <= 1: raise ProfileError(where, f"{p}.max_tool_leak_rate", f"must be in [0, 1], got {self.max_tool_leak_rate}")
         if not self.grid or len({a.name for a in self.grid}) != len(self.grid): raise ProfileError(where, f"{p}.grid", "expected arms with distinct names")
         names = [a.name for a in (*self.grid, *self.rank_seed)]

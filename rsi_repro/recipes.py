@@ -140,7 +140,7 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     n_pairs = write_preference_pairs(profile, pairs_path)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
     reference = dpo_reference(ModelRef.from_profile(profile), profile.base.architecture, pairs_path, cfg.lora, cfg.optim,
-                              warm_start=warm)    # once: every arm starts from the same model (a new LoRA adds nothing at step 0)
+                              warm_start=warm, batch_size=cfg.reference_batch)   # once: every arm's step 0 (a new LoRA adds nothing)
     prompts = audit_prompts(profile)
     arm = lambda name, beta, lr, lora, optim: dpo_arm(profile, stage_dir, name, beta, lr, lora, optim, pairs_path, warm, prompts,
                                                       report_to, reference)

@@ -27,7 +27,7 @@ __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION'
            'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
            'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
            'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
-           'reference_evidence', 'reference_logps', 'dpo_reference']
+           'reference_evidence', 'reference_logps', 'reference_logps_fitting', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -865,9 +865,10 @@ def reference_evidence(reference: str | Path | None) -> dict:
     return {'reference': portable(reference), 'reference_sha256': sha256_file(reference)} if reference else {}
 
 # %% ../nbs/31_train.ipynb #r004
-def reference_logps(trainer, batch_size: int) -> dict[int, tuple[float, float]]:
+def reference_logps(trainer, batch_size: int, timings: list | None = None) -> dict[int, tuple[float, float]]:
     """TRL's own reference computation (`DPOTrainer.compute_ref_log_probs`) over a DPO trainer's pairs, longest first so
-    that batches carry little padding, the model in training mode as in a training step: {pair: (chosen, rejected)}."""
+    that batches carry little padding, the model in training mode as in a training step: {pair: (chosen, rejected)}.
+    `timings` gets each batch's (pairs, real tokens, seconds): the chosen and the rejected sequence, each with its prompt."""
     from torch.utils.data import DataLoader
     from tqdm.auto import tqdm
     ds = trainer.train_dataset
@@ -878,10 +879,29 @@ def reference_logps(trainer, batch_size: int) -> dict[int, tuple[float, float]]:
     trainer.model.train()
     out, at = {}, 0
     for batch in tqdm(loader, desc='reference log-probabilities', disable=os.environ.get('TQDM_DISABLE') == '1'):
+        t0 = time.perf_counter()
         chosen, rejected = trainer.compute_ref_log_probs(trainer.model, {k: v.to(trainer.accelerator.device) for k, v in batch.items()})
-        for c, r in zip(chosen.float().tolist(), rejected.float().tolist()): out[pairs[order[at]]] = (c, r); at += 1
+        chosen, rejected = chosen.float().tolist(), rejected.float().tolist()          # on the host: the batch is done
+        if timings is not None:
+            rows = cols[at:at + len(chosen)]
+            tokens = sum(2 * len(p) + len(c) + len(r) for p, c, r in zip(rows['prompt_ids'], rows['chosen_ids'], rows['rejected_ids']))
+            timings.append((len(chosen), tokens, round(time.perf_counter() - t0, 4)))
+        for c, r in zip(chosen, rejected): out[pairs[order[at]]] = (c, r); at += 1
     return out
 
+def reference_logps_fitting(trainer, batch_size: int, timings: list | None = None) -> tuple[dict, int]:
+    """`reference_logps` at `batch_size` pairs a forward, halved while the GPU runs out of memory (the first batch is the
+    longest, so a batch size that passes it fits the rest): the values, and the batch size they were computed at."""
+    import gc, torch
+    while True:
+        try: return reference_logps(trainer, batch_size, timings), batch_size
+        except torch.OutOfMemoryError:
+            if batch_size == 1: raise
+            batch_size //= 2; gc.collect(); torch.cuda.empty_cache()
+            if timings is not None: timings.clear()
+
+
+# %% ../nbs/31_train.ipynb #r004d
 def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lora: Lora, optim: Optim, *,
                   warm_start: str | None = None, batch_size: int | None = None) -> Path:
     """The reference log-probabilities of every pair, computed once beside the pairs file and kept while the pairs, the
@@ -897,12 +917,14 @@ def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lo
     data, t0 = preference_rows(pairs_path), time.time()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = dpo_trainer_factory(net, tok, optim, beta=1.0, nll_weight=0.0)(Split(optim.micro_batch, 1, False), 1, data, tmp, True)
-        values = reference_logps(trainer, batch_size or optim.micro_batch)
+        batches = []
+        values, used = reference_logps_fitting(trainer, batch_size or optim.micro_batch, batches)
         trainer.accelerator.free_memory()
     del trainer, net; gc.collect()
     if torch.cuda.is_available(): torch.cuda.empty_cache()
     got = [values.get(i, (None, None)) for i in range(len(data))]        # a pair TRL drops (its prompt fills seq_len) has none
-    atomic_write_text(path, json.dumps({'key': key, 'pairs': len(data), 'kept': len(values), 'batch_size': batch_size or optim.micro_batch,
+    atomic_write_text(path, json.dumps({'key': key, 'pairs': len(data), 'kept': len(values), 'batch_size': used,
+                                        'asked_batch_size': batch_size or optim.micro_batch, 'batches': batches,
                                         'seconds': round(time.time() - t0, 1), 'versions': package_versions(),
                                         'ref_chosen_logps': [c for c, _ in got], 'ref_rejected_logps': [r for _, r in got]}))
     return path

@@ -116,3 +116,17 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
         assert row['steady'] == (row['timed_steps'] >= ts.STEADY_STEPS)
         assert row['rate_of'] == (ts.RATE_OF if row['date'] >= '2026-12-02' else ts.OLD_RATE_OF)   # before the 20-step median: the old formula
     assert sum(row['steady'] for row in DOC['summary']) == 6                    # the 2026-12-02 runs of 20 timed steps
+
+
+def test_a_reference_pass_with_timed_batches_is_rated_as_steps_are():
+    "Its batches' real tokens/s after the first (a warm-up), median; the whole pass's rate kept beside it."
+    ts = train_speed()
+    run = copy.deepcopy(next(r for r in reversed(DOC['runs']) if r['shape']['name'] == 'nemotron-h-31b'
+                             and any(x['variant'] == 'ours-dpo' for x in r['results'])))
+    res = next(x for x in run['results'] if x['variant'] == 'ours-dpo')
+    res.update(reference_batch_size=6, reference_batches=[[6, 6000, 10.0], [6, 6000, 1.0], [6, 3000, 1.0], [4, 2000, 0.5]])
+    row = [r for r in ts.summarise({'runs': [run]}) if r['variant'] == 'ours-dpo'][-1]
+    assert (row['reference_tokens_per_s'], row['reference_timed_batches'], row['reference_min_max_tokens_per_s']) == (4000.0, 3, [3000.0, 6000.0])
+    assert row['reference_with_warmup_tokens_per_s'] == round(row['reference_pairs'] * row['mean_row_tokens'] / row['reference_seconds'], 1)
+    rate = ts.rates_from_summary([row])['train.dpo_reference.nemotron_h-30b-a3b']
+    assert rate['value'] == 4000.0 and 'the median of its 3 timed batches' in rate['what'] and '6 a forward' in rate['what']
