@@ -209,10 +209,12 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
     return res
 
 
-def trl_sft(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, liger=True, lr=1.6e-5):
+def trl_sft(config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, liger=True, lr=1.6e-5):
     """TRL's SFTTrainer as a user sets it up: PEFT LoRA (fp32 adapter), bf16, the rows' assistant masks as the loss mask,
     and with `liger` Liger's kernels as TRL applies them (`use_liger_kernel`: RMSNorm, rotary and the SwiGLU experts;
-    TRL's own fused LM head computes the loss). Step seconds with the device synchronised, real tokens from TRL's own
+    TRL's own fused LM head computes the loss). Liger patches the architecture's modules for the whole process: a
+    variant measured after it in the same process would run its kernels too, so Liger variants run in a process of
+    their own. Step seconds with the device synchronised, real tokens from TRL's own
     `num_tokens`; padded tokens counted at the collator over the run (the loader draws one micro-batch ahead)."""
     import torch
     from datasets import Dataset
@@ -236,7 +238,7 @@ def trl_sft(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum
                      use_liger_kernel=liger, disable_tqdm=True, **{ckpt: checkpointing})
     peft_config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), task_type='CAUSAL_LM')
     data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, callbacks=[Timer()])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, processing_class=tok, callbacks=[Timer()])
     collate = trainer.data_collator
     def counting(features):
         batch = collate(features); padded[0] += batch['input_ids'].numel(); return batch
@@ -550,6 +552,9 @@ def main():
     shape = {'name': a.shape, 'architecture': arch, 'lora': {'r': a.r, 'alpha': a.alpha, 'targets': targets},
              'effective_batch': a.eff, 'rows': a.rows, 'mean_row_tokens': round(sum(lengths) / len(lengths), 1), 'max_row_tokens': max(lengths),
              'supervised_fraction': round(sum(map(sum, masks)) / sum(lengths), 3)}
+    liger = [v for v in a.variants if v == 'ours-liger' or (v.startswith('trl-') and not v.startswith('trl-plain-'))]
+    if liger and len(liger) < len(a.variants):     # Liger's patches stay in the process: they would time the others too
+        ap.error(f"run the Liger variants ({', '.join(liger)}) in a process of their own, apart from {', '.join(v for v in a.variants if v not in liger)}")
     results = []
     for v in a.variants:
         print(f"== {a.shape}: {v} {a.tag}", flush=True)
@@ -565,7 +570,7 @@ def main():
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without
                 plain = v.startswith('trl-plain-')
                 m, g = map(int, v.split('-')[2 if plain else 1].split('x'))
-                res = trl_sft(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed, liger=not plain)
+                res = trl_sft(config, tok, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed, liger=not plain)
             elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
                 split = None
                 if v != 'ours-dpo':

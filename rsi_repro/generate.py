@@ -344,7 +344,8 @@ class VLLMBackend:
             model = merge_adapter(model, work_dir)
         if vllm_frame(model, serving) != self.frame: return False
         self.llm.collective_rpc('reload_weights', kwargs={'weights_path': str(Path(model.base).resolve())})
-        self.llm.reset_prefix_cache()            # the cached prompts' keys and values are the old weights'
+        if not self.llm.reset_prefix_cache():   # the cached prompts' keys and values are the old weights'
+            raise RuntimeError("vLLM kept its prefix cache (a block still in use) after the weights changed")
         return True
 
     def close(self) -> None:

@@ -897,8 +897,8 @@ def reference_logps_fitting(trainer, batch_size: int, timings: list | None = Non
         try: return reference_logps(trainer, batch_size, timings), batch_size
         except torch.OutOfMemoryError:
             if batch_size == 1: raise
-            batch_size //= 2; gc.collect(); torch.cuda.empty_cache()
-            if timings is not None: timings.clear()
+        batch_size //= 2; gc.collect(); torch.cuda.empty_cache()     # out of the handler: its traceback held the batch
+        if timings is not None: timings.clear()
 
 
 # %% ../nbs/31_train.ipynb #r004d

@@ -78,9 +78,11 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba kernels: a call
          # carrying .mamba_wheels installs them with `pip install --no-index --no-deps --target /tmp/mamba_site
          # .mamba_wheels/*.whl`, apart from /tmp/site so that a study lane running meanwhile keeps its code paths.
-         # Beside stock PEFT: TRL's SFTTrainer with Liger's kernels (none for Nemotron-H: its trl-8x6 row records the refusal;
-         # trl-plain-8x6 is TRL without them), and the library with optim.kernels: liger where Liger has kernels.
-         for job in "qwen3-moe-30b-a3b ours ours-liger trl-16x3 trl-16x3-ckpt stock-16x3-ckpt" "nemotron-h-31b ours trl-8x6 trl-plain-8x6 stock-8x6" "nemotron-h-31b ours-dpo"; do
+         # Beside stock PEFT: TRL's SFTTrainer without Liger (trl-plain-) and with its kernels, and the library with
+         # optim.kernels: liger, in a process of their own (Liger patches the architecture for the whole process); Liger
+         # has no kernels for Nemotron-H (its trl-8x6 row records the refusal).
+         for job in "qwen3-moe-30b-a3b ours trl-plain-16x3-ckpt stock-16x3-ckpt" "qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt" \
+                    "nemotron-h-31b ours trl-plain-8x6 stock-8x6" "nemotron-h-31b trl-8x6" "nemotron-h-31b ours-dpo"; do
            set -- $job; shape=$1; shift
            PYTHONPATH=/tmp/mamba_site:$PYTHONPATH python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
              > "$OUT/speed_${shape}_${1}.log" 2>&1; tail -n 4 "$OUT/speed_${shape}_${1}.log"
