@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import atexit, gc, hashlib, importlib, json, os, queue, re, shutil
+import atexit, gc, hashlib, importlib, json, os, queue, re, shutil, sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -393,7 +393,8 @@ def _load(held: dict, model: ModelRef, serving: Serving, backend: str, work_dir)
     if engine is not None and held.get('backend') == backend and hasattr(engine, 'swap'):
         try:
             if engine.swap(model, serving, work_dir): return 'reloaded'
-        except Exception as e: how = f"started after reloading failed ({type(e).__name__}: {e})"   # a fresh engine instead
+        except Exception as e:                              # a fresh engine instead, said where the run's log shows it
+            how = f"started after reloading failed ({type(e).__name__}: {e})"; print(f"rsi-repro: {model.base}: {how}", file=sys.stderr)
     _drop(held)
     held['engine'], held['backend'] = BACKENDS[backend](model, serving, work_dir=work_dir), backend
     return how
