@@ -20,11 +20,11 @@ from .typed import from_dict, to_dict
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION',
            'FIT_MARGIN', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split',
-           'trainer_kwargs', 'check_kernels', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence',
-           'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention',
-           'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory', 'step_timer',
-           'heaviest_micro_batch', 'fit_lengths', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit',
-           'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
+           'trainer_kwargs', 'check_kernels', 'apply_kernels', 'kernel_modules', 'gpu_count', 'write_evidence',
+           'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
+           'use_varlen_attention', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory',
+           'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key',
+           'shared_fit', 'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
            'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
            'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
            'reference_evidence', 'reference_logps', 'reference_logps_fitting', 'dpo_reference']
@@ -148,7 +148,6 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
     if optim.schedule == 'cosine_with_min_lr': kw['lr_scheduler_kwargs'] = {'min_lr_rate': optim.min_lr_rate}
     if steps is not None: kw['max_steps'] = steps
     else: kw['num_train_epochs'] = optim.epochs
-    if optim.kernels == 'liger': kw.update(use_liger_kernel=True, liger_kernel_config=dict(LIGER_LAYERS))
     return kw
 
 LIGER_LAYERS = {'rms_norm': True, 'rope': True,     # the layers' own kernels; the experts stay `lean_grouped_mm_experts`,
@@ -164,6 +163,19 @@ def check_kernels(kernels: str, model_type: str) -> None:
     if model_type not in supported:
         raise ValueError(f"optim.kernels: liger: liger-kernel has no kernels for {model_type} (it has them for "
                          f"{', '.join(sorted(supported))}); set optim.kernels: none")
+
+def apply_kernels(net, kernels: str) -> int:
+    """Put the fused kernels in the model itself (not through the trainer, which applies them only inside `train()`), so that
+    every pass over it, a training step or the DPO arms' shared reference pass, runs the same layers; how many modules run them."""
+    if kernels == 'none': return 0
+    check_kernels(kernels, getattr(getattr(net, 'config', None), 'model_type', ''))
+    from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
+    _apply_liger_kernel_to_instance(model=net.get_base_model() if hasattr(net, 'get_base_model') else net, **LIGER_LAYERS)
+    return kernel_modules(net)
+
+def kernel_modules(net) -> int:
+    "Modules whose forward is a kernel package's (Liger names the modules it patches after its own classes)."
+    return sum(m._get_name().startswith('Liger') for m in net.modules())
 
 # %% ../nbs/31_train.ipynb #c014
 def gpu_count() -> int:
@@ -632,23 +644,24 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     run = {'micro_batch': split.micro_batch, 'grad_accum': split.grad_accum, 'activation_checkpointing': split.activation_checkpointing,
            'effective_batch': split.micro_batch * split.grad_accum * ranks,
            'padded_tokens': padded, 'step_seconds': [round(s, 4) for s in timer.seconds]}
+    if optim.kernels != 'none': run['kernel_modules'] = kernel_modules(trainer.model)   # what ran them, not only what was asked
     return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
                           lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
                           supervised_tokens=supervised, wall_seconds=wall, world_size=ranks,
                           extra={**run, **(extra or {})})
 
-def _prepare_for_speed(net, optim: Optim, architecture: str) -> None:
+def _prepare_for_speed(net, optim: Optim, architecture: str) -> int:
     """The model side of a run: mixture-of-experts layers through `lean_grouped_mm_experts` (always: the same numbers),
-    bf16 LoRA inputs under autocast, variable-length attention when padding-free; fused kernels checked (the trainer
-    applies them, from `trainer_kwargs`)."""
+    bf16 LoRA inputs under autocast, variable-length attention when padding-free; fused kernels in its layers (how many run them)."""
     import torch
-    check_kernels(optim.kernels, getattr(getattr(net, 'config', None), 'model_type', architecture))   # before a trainer applies them
+    fused = apply_kernels(net, optim.kernels)
     use_lean_experts(net)
     if optim.lora_compute == 'bf16' and optim.bf16 and torch.cuda.is_available(): lora_bf16_inputs(net)
     if optim.padding_free:
         if architecture == 'nemotron_h':
             raise ValueError("padding_free on nemotron_h would carry Mamba state from one example into the next; use length_grouping")
         use_varlen_attention(net)
+    return fused
 
 # %% ../nbs/31_train.ipynb #c016b
 def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lora, optim: Optim, out_dir: str | Path, *,
@@ -839,11 +852,13 @@ def reference_path(pairs_path: str | Path) -> Path:
     return p.with_name(f"{p.stem}.reference.json")
 
 def reference_key(model: ModelRef, pairs_path: str | Path, warm_start: str | None, optim: Optim) -> dict:
-    "What the reference's log-probabilities depend on: the pairs file, the base, the reference adapter, the truncation, the precision."
+    """What the reference's log-probabilities depend on: the pairs file, the base, the reference adapter, the truncation, the precision
+    and any fused kernels (their numbers differ from the plain layers' within bf16's noise)."""
     import torch
     return {'pairs_sha256': sha256_file(pairs_path), 'base_identity': base_identity(model.base, model.revision), 'dtype': model.dtype,
             'reference_identity': adapter_identity(warm_start), 'max_length': optim.seq_len,
-            'precision': 'bf16' if (optim.bf16 and torch.cuda.is_available()) else 'fp32'}
+            'precision': 'bf16' if (optim.bf16 and torch.cuda.is_available()) else 'fp32',
+            **({'kernels': optim.kernels} if optim.kernels != 'none' else {})}
 
 def read_reference(path: str | Path, key: dict) -> dict:
     "A reference file's contents, refused (one line naming the file and what differs) unless it was computed for exactly `key`."
@@ -913,7 +928,7 @@ def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lo
     release_engines(keep_processes=True)
     tok = load_tokenizer(replace(model, adapter=None))
     net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)     # every arm's step 0
-    _prepare_for_speed(net, optim, architecture)
+    fused = _prepare_for_speed(net, optim, architecture)     # the layers the arms train with, fused kernels included
     data, t0 = preference_rows(pairs_path), time.time()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = dpo_trainer_factory(net, tok, optim, beta=1.0, nll_weight=0.0)(Split(optim.micro_batch, 1, False), 1, data, tmp, True)
@@ -925,6 +940,7 @@ def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lo
     got = [values.get(i, (None, None)) for i in range(len(data))]        # a pair TRL drops (its prompt fills seq_len) has none
     atomic_write_text(path, json.dumps({'key': key, 'pairs': len(data), 'kept': len(values), 'batch_size': used,
                                         'asked_batch_size': batch_size or optim.micro_batch, 'batches': batches,
+                                        **({'kernel_modules': fused} if optim.kernels != 'none' else {}),
                                         'seconds': round(time.time() - t0, 1), 'versions': package_versions(),
                                         'ref_chosen_logps': [c for c, _ in got], 'ref_rejected_logps': [r for _, r in got]}))
     return path

@@ -109,10 +109,12 @@ def test_vllm_serves_a_servable_rank_as_lora_and_an_unservable_one_merged(tmp_pa
 
 @pytest.mark.gpu
 @needs_vllm
-@pytest.mark.parametrize('base,architecture', [('data/tiny_base', 'llama'), ('data/nemotron_h_small', 'nemotron_h')])
-def test_an_engine_given_another_checkpoints_weights_answers_as_a_new_engine_on_it(tmp_path, monkeypatch, base, architecture):
+@pytest.mark.parametrize('base,architecture,eager', [('data/tiny_base', 'llama', True), ('data/nemotron_h_small', 'nemotron_h', True),
+                                                      ('data/tiny_base', 'llama', False)], ids=['llama', 'nemotron_h', 'llama-cuda-graphs'])
+def test_an_engine_given_another_checkpoints_weights_answers_as_a_new_engine_on_it(tmp_path, monkeypatch, base, architecture, eager):
     """A merged checkpoint of the base the engine holds is loaded into that engine (vLLM's reload_weights, its prefix cache
-    emptied): its greedy rows equal an engine started on it, differ from the base's, and the base's come back after."""
+    emptied): its greedy rows equal an engine started on it, differ from the base's, and the base's come back after. Also
+    with CUDA graphs, as the nemotron profile serves: the graphs captured on the first weights must read the reloaded ones."""
     from rsi_repro.generate import ModelRef, generate, release_engines
     from rsi_repro.io import TIMINGS_ENV, read_jsonl
     monkeypatch.setenv(TIMINGS_ENV, str(tmp_path / 'timings.jsonl'))
@@ -120,7 +122,7 @@ def test_an_engine_given_another_checkpoints_weights_answers_as_a_new_engine_on_
     merged = ModelRef(ref.base, adapter=str(adapter(tmp_path, 16, base, architecture)), dtype='bfloat16', merge=True)
     from dataclasses import replace
     srv = serving(backend='vllm', merge_lora=True)
-    srv = replace(srv, vllm=replace(srv.vllm, batch_invariant=False))          # vLLM refuses it for Mamba layers
+    srv = replace(srv, vllm=replace(srv.vllm, batch_invariant=False, enforce_eager=eager))   # vLLM refuses batch_invariant for Mamba layers
     reqs = requests()
     first = generate(reqs, ref, srv, tmp_path / 'base', progress=False)
     swapped = generate(reqs, merged, srv, tmp_path / 'merged', progress=False)     # the same prompts: a stale prefix cache would show
