@@ -164,7 +164,8 @@ def test_a_new_results_file_is_picked_up_by_its_keys(tmp_path):
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--shape', q)
     assert j['missing'] == [] and j['rate_shape'] == q and j['base_shape'] == 'nemotron_h-30b-a3b'
     assert Path(j['rates'][f'train.dpo.{q}']['file']).name == 'train_fast.json'
-    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_speed.json' and j['rates'][f'train.sft.{q}']['value'] == 10166.2
+    assert Path(j['rates'][f'train.sft.{q}']['file']).name == 'train_speed.json' \
+        and j['rates'][f'train.sft.{q}']['value'] == speed['rates'][f'train.sft.{q}']['value']      # the file's own rate, not another's
     assert Path(j['rates'][f'generate.vllm.b256.{q}']['file']).name == 'generation_qwen3-moe-30b-a3b.json'
     assert j['rates'][f'generate.vllm.b256.{q}']['value'] == 7048.8      # batch invariance off, as the nemotron profile serves
     assert {Path(j['rates'][k]['file']).name for k in j['rates'] if k.startswith('cpu.')} == {'corpora.json'}
