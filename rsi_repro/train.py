@@ -883,7 +883,8 @@ def reference_evidence(reference: str | Path | None) -> dict:
 def reference_logps(trainer, batch_size: int, timings: list | None = None) -> dict[int, tuple[float, float]]:
     """TRL's own reference computation (`DPOTrainer.compute_ref_log_probs`) over a DPO trainer's pairs, longest first so
     that batches carry little padding, the model in training mode as in a training step: {pair: (chosen, rejected)}.
-    `timings` gets each batch's (pairs, real tokens, seconds): the chosen and the rejected sequence, each with its prompt."""
+    `timings` gets each batch's (pairs, real tokens, seconds): the tokens of the chosen and the rejected sequence, each
+    with its prompt, that the forward read (the collator's attention mask, after its truncation to `max_length`)."""
     from torch.utils.data import DataLoader
     from tqdm.auto import tqdm
     ds = trainer.train_dataset
@@ -897,10 +898,7 @@ def reference_logps(trainer, batch_size: int, timings: list | None = None) -> di
         t0 = time.perf_counter()
         chosen, rejected = trainer.compute_ref_log_probs(trainer.model, {k: v.to(trainer.accelerator.device) for k, v in batch.items()})
         chosen, rejected = chosen.float().tolist(), rejected.float().tolist()          # on the host: the batch is done
-        if timings is not None:
-            rows = cols[at:at + len(chosen)]
-            tokens = sum(2 * len(p) + len(c) + len(r) for p, c, r in zip(rows['prompt_ids'], rows['chosen_ids'], rows['rejected_ids']))
-            timings.append((len(chosen), tokens, round(time.perf_counter() - t0, 4)))
+        if timings is not None: timings.append((len(chosen), int(batch['attention_mask'].sum()), round(time.perf_counter() - t0, 4)))
         for c, r in zip(chosen, rejected): out[pairs[order[at]]] = (c, r); at += 1
     return out
 
