@@ -2,7 +2,8 @@
 # The study's pipeline on the GPU machine. The wheels travel first, as one compressed install in pieces
 # (benchmarks/device/pack_site.py: one piece per call, moved to /tmp/ship there; the last call runs `pack_site.py unpack`,
 # which puts vLLM and the pipeline's wheels in /tmp/site). Carry .triton_cache.tgz and .flashinfer_cache.tgz (from `caches`) to skip the first
-# engine's kernel compiles. Results and logs under $OUT.
+# engine's kernel compiles. Results and logs under $OUT. On the CPU side, `bash benchmarks/device/prepare_ship.sh` builds
+# the pieces and .kernel_wheels (a new checkout has neither).
 #
 #   bash benchmarks/device/gpu_study.sh wheels   # or: install the carried .pipeline_wheels alone into /tmp/site; list the machine's packages
 #   bash benchmarks/device/gpu_study.sh base     # build data/nemotron_h_small on the GPU when absent; a tar of it to $OUT
