@@ -54,10 +54,17 @@ class Browser:
         self.goto(session, url)
         return session
 
-    def goto(self, session: str, url: str):
+    def goto(self, session: str, url: str, timeout: float = 30):
+        "Navigate and wait until the tab shows `url`, loaded (not the late load event of the page before, which can come first)."
         self.events.clear()
         self.send('Page.navigate', {'url': url}, session=session)
-        assert self.wait(lambda m: m.get('method') == 'Page.loadEventFired' and m.get('sessionId') == session), f"{url} did not load"
+        end = time.time() + timeout
+        while time.time() < end:
+            try:
+                if self.evaluate(session, "document.readyState === 'complete' && location.href") == url: return
+            except RuntimeError: pass          # the old document's context went away mid-evaluation
+            time.sleep(0.05)
+        raise AssertionError(f"{url} did not load in {timeout} s")
 
     def evaluate(self, session: str, expression: str):
         return self.send('Runtime.evaluate', {'expression': expression, 'returnByValue': True}, session=session)['result'].get('value')
