@@ -115,7 +115,9 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
         assert row['timed_steps'] >= 1 and row['min_tokens_per_s'] <= row['median_tokens_per_s'] <= row['max_tokens_per_s']
         assert row['steady'] == (row['timed_steps'] >= ts.STEADY_STEPS)
         assert row['rate_of'] == (ts.RATE_OF if row['date'] >= '2026-12-02' else ts.OLD_RATE_OF)   # before the 20-step median: the old formula
-    assert sum(row['steady'] for row in DOC['summary']) == 8                    # the 2026-12-02 runs of 20 timed steps
+    steady = [row['steady'] for row in DOC['summary'] if row['date'] >= '2026-12-02']
+    assert all(steady) and len(steady) == 10                                   # every run since 2026-12-02: 20 timed steps
+    assert not any(row['steady'] for row in DOC['summary'] if row['date'] < '2026-12-02')   # the 1-4-step runs before
 
 
 def test_a_reference_pass_with_timed_batches_is_rated_as_steps_are():
