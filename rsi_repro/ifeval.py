@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_ifeval.ipynb #c002
 from __future__ import annotations
-import collections, functools, json, re, tempfile
+import collections, functools, json, re, shutil, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -18,18 +18,19 @@ from nltk.tokenize import RegexpTokenizer
 
 # %% auto #0
 __all__ = ['RELATIONS', 'LANGUAGE_CODES', 'INSTRUCTIONS', 'CHUNK_ROWS', 'punkt_parameters', 'sentence_tokenizer',
-           'write_punkt_tab', 'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language',
-           'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError', 'capital_word_bounds',
-           'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words', 'keywords_letter_frequency',
-           'language_response_language', 'length_number_sentences', 'length_number_paragraphs', 'length_number_words',
-           'length_nth_paragraph_first_word', 'content_number_placeholders', 'content_postscript',
-           'format_number_bullet_lists', 'format_constrained_response', 'format_number_highlighted_sections',
-           'format_multiple_sections', 'format_json_format', 'format_title', 'combination_two_responses',
-           'combination_repeat_prompt', 'startend_end_checker', 'change_case_capital_word_frequency',
-           'change_case_english_capital', 'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation',
-           'IFEvalInstruction', 'get_instruction', 'loose_variants', 'Verdict', 'score_many', 'score', 'accuracy',
-           'reference_random', 'summarise_verdicts', 'format_summary', 'IFEvalInputError', 'read_rows', 'unscorable',
-           'check_jsonl', 'sample_cases', 'reference_scorer', 'agreement_table']
+           'write_punkt_tab', 'punkt_root', 'count_sentences', 'count_words', 'word_tokenize', 'detect_languages',
+           'detect_language', 'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError',
+           'capital_word_bounds', 'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words',
+           'keywords_letter_frequency', 'language_response_language', 'length_number_sentences',
+           'length_number_paragraphs', 'length_number_words', 'length_nth_paragraph_first_word',
+           'content_number_placeholders', 'content_postscript', 'format_number_bullet_lists',
+           'format_constrained_response', 'format_number_highlighted_sections', 'format_multiple_sections',
+           'format_json_format', 'format_title', 'combination_two_responses', 'combination_repeat_prompt',
+           'startend_end_checker', 'change_case_capital_word_frequency', 'change_case_english_capital',
+           'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation', 'IFEvalInstruction',
+           'get_instruction', 'loose_variants', 'Verdict', 'score_many', 'score', 'accuracy', 'reference_random',
+           'summarise_verdicts', 'format_summary', 'IFEvalInputError', 'read_rows', 'unscorable', 'check_jsonl',
+           'sample_cases', 'reference_scorer', 'agreement_table']
 
 # %% ../nbs/11_ifeval.ipynb #c005
 @functools.lru_cache(maxsize=None)
@@ -60,6 +61,15 @@ def write_punkt_tab(root: str | Path) -> Path:
              "ortho_context.tab": enc.ivdict2tab(dict(sorted(p.ortho_context.items())))}
     for name, text in files.items(): (d / name).write_text(text + "\n", encoding="utf-8")
     return Path(root)
+
+@functools.lru_cache(maxsize=None)
+def punkt_root() -> Path:
+    "This process's punkt_tab folder: written on first use, removed when the process exits, a pool's worker process too."
+    from multiprocessing.util import Finalize
+    root = write_punkt_tab(tempfile.mkdtemp(prefix="rsi_repro_nltk_"))
+    # multiprocessing runs these at a worker's exit, where `atexit` never runs; a forked child drops its parent's
+    Finalize(None, shutil.rmtree, args=(str(root),), kwargs={'ignore_errors': True}, exitpriority=0)
+    return root
 
 _WORD_TOKENIZER = NLTKWordTokenizer()
 # nltk's own RegexpTokenizer, not `re`: recent nltk compiles it with the `regex` engine, whose `\w`
@@ -622,7 +632,7 @@ def sample_cases(iid: str,   # an IFEval instruction id
 def reference_scorer(data_dir: str | Path | None = None) -> Callable[[dict], Verdict]:
     "lm-eval's vendored IFEval reference as `row -> Verdict`, offline (needs the `lm-eval` package)."
     import nltk
-    root = write_punkt_tab(data_dir or tempfile.mkdtemp(prefix="rsi_repro_nltk_"))
+    root = write_punkt_tab(data_dir) if data_dir else punkt_root()
     if str(root) not in nltk.data.path: nltk.data.path.insert(0, str(root))
     try: from lm_eval.tasks.ifeval import utils as ref
     except ImportError as e: raise ImportError("the reference comparison needs `pip install lm-eval`") from e

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/48_instruments_ifbench.ipynb #c002
 from __future__ import annotations
-import functools, importlib.metadata, json, random, tempfile
+import functools, importlib.metadata, json, random
 from pathlib import Path
 from types import MappingProxyType
 from typing import Iterable, Mapping
@@ -76,10 +76,9 @@ NLTK_DATA: dict[str, tuple[str, str]] = {   # id -> (NLTK package, a file it ins
 
 def _no_download(*args, **kwargs) -> bool: return False
 
-@functools.lru_cache(maxsize=None)
 def _punkt_root() -> str:
-    from rsi_repro.ifeval import write_punkt_tab
-    return str(write_punkt_tab(tempfile.mkdtemp(prefix='rsi_repro_nltk_')))
+    from rsi_repro.ifeval import punkt_root
+    return str(punkt_root())
 
 def _nltk_ready() -> None:
     import nltk
