@@ -17,6 +17,7 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 - `ours`: `rsi_repro.train.train_sft` with micro_batch_fit, activation_checkpointing auto, lora_compute bf16 and
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
   `ours-liger` the same with `optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers);
+  `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
   at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
   `trl-plain-MxG[-ckpt]` the same without them;
@@ -51,6 +52,20 @@ from flops import SPEC_PEAK, mfu, training_flops_per_token  # noqa: E402
 def device():
     import torch
     return 'cuda' if torch.cuda.is_available() else 'cpu'
+
+
+@contextlib.contextmanager
+def indexed_rows():
+    "The mixture-of-experts layers' routed rows moved by plain indexing (an accumulating scatter backward), as before `routed_rows`."
+    import rsi_repro.train as T
+    class Indexed:
+        @staticmethod
+        def apply(x, index, inverse, copies): return x[index]
+    saved = T._ROUTED_ROWS.get('fn'); T._ROUTED_ROWS['fn'] = Indexed
+    try: yield
+    finally:
+        T._ROUTED_ROWS.pop('fn', None)
+        if saved is not None: T._ROUTED_ROWS['fn'] = saved
 
 
 def sync():
@@ -567,6 +582,8 @@ def main():
                 res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 or a.slow_steps is None else a.slow_steps, a.seed)
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
+            elif v == 'ours-indexed':
+                with indexed_rows(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff)
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without
                 plain = v.startswith('trl-plain-')
                 m, g = map(int, v.split('-')[2 if plain else 1].split('x'))

@@ -22,12 +22,13 @@ __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION'
            'FIT_MARGIN', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split',
            'trainer_kwargs', 'check_kernels', 'apply_kernels', 'kernel_modules', 'gpu_count', 'write_evidence',
            'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
-           'use_varlen_attention', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory',
-           'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key',
-           'shared_fit', 'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
-           'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
-           'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
-           'reference_evidence', 'reference_logps', 'reference_logps_fitting', 'dpo_reference']
+           'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split',
+           'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split', 'resolve_split',
+           'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying', 'train_falling_back',
+           'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference', 'dpo_trainer_factory',
+           'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main', 'reference_path',
+           'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence', 'reference_logps',
+           'reference_logps_fitting', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -335,10 +336,32 @@ def use_varlen_attention(model) -> None:
 # %% ../nbs/31_train.ipynb #f017
 LEAN_EXPERTS = 'rsi_grouped_mm'
 
+_ROUTED_ROWS = {}
+
+def routed_rows():
+    """`RoutedRows.apply(x, index, inverse, copies)`: `x[index]` where `index` sends every row of `x` to `copies` rows
+    and `inverse` undoes it (`index[inverse]` lists each row `copies` times in a row); its gradient gathers with
+    `inverse` and sums each row's copies, in place of indexing's accumulating scatter."""
+    if 'fn' in _ROUTED_ROWS: return _ROUTED_ROWS['fn']
+    import torch
+    class RoutedRows(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, index, inverse, copies: int):
+            ctx.save_for_backward(inverse); ctx.copies = copies
+            return x.index_select(0, index)
+        @staticmethod
+        def backward(ctx, grad):
+            inverse, = ctx.saved_tensors
+            back = grad.index_select(0, inverse)
+            if ctx.copies > 1: back = back.view(-1, ctx.copies, *back.shape[1:]).sum(dim=1)
+            return back, None, None, None
+    return _ROUTED_ROWS.setdefault('fn', RoutedRows)
+
 def lean_grouped_mm_experts(self, hidden_states, top_k_index, top_k_weights):
     """transformers' `grouped_mm` experts without expert parallelism: the same sort, grouped products, weighting and
     deterministic sum, minus the three `masked_fill` passes over the routed rows that transformers before 5.2x runs
-    for expert-parallel sentinels even when there are none (a third of a 30B-A3B training step on an H200)."""
+    for expert-parallel sentinels even when there are none (a third of a 30B-A3B training step on an H200), and with
+    the routed rows moved by `routed_rows` (gathers both ways, no accumulating scatter in the backward pass)."""
     import torch
     from transformers.integrations.moe import _grouped_linear, grouped_mm_experts_forward
     if getattr(self, '_is_expert_parallel', False) or getattr(self, 'has_post_expert_norm', False):
@@ -347,7 +370,10 @@ def lean_grouped_mm_experts(self, hidden_states, top_k_index, top_k_weights):
     num_tokens, hidden_dim = hidden_states.size(0), hidden_states.size(-1)
     expert_ids_g, perm = torch.sort(top_k_index.reshape(-1))
     torch._assert_async(expert_ids_g[-1] < self.num_experts)          # no sentinel rows: no expert parallelism here
-    selected = hidden_states[perm // num_top_k]
+    inv_perm = torch.empty_like(perm)
+    inv_perm[perm] = torch.arange(perm.size(0), device=device)
+    move = routed_rows().apply
+    selected = move(hidden_states, perm // num_top_k, inv_perm, num_top_k)     # each token's top-k copies, in expert order
     weights_g = top_k_weights.reshape(-1)[perm]
     counts = torch.histc(expert_ids_g.float() if device.type in ('cpu', 'mps') else expert_ids_g.int(),
                          bins=self.num_experts, min=0, max=self.num_experts - 1)
@@ -359,9 +385,8 @@ def lean_grouped_mm_experts(self, hidden_states, top_k_index, top_k_weights):
     out = _grouped_linear(out, self.down_proj, offsets, bias=self.down_proj_bias[expert_ids_g] if self.has_bias else None,
                           is_transposed=self.is_transposed)
     out = out * weights_g.unsqueeze(-1)
-    inv_perm = torch.empty_like(perm)
-    inv_perm[perm] = torch.arange(perm.size(0), device=device)
-    return out[inv_perm].view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
+    out = move(out, inv_perm, perm, 1)                                          # back in token order
+    return out.view(num_tokens, num_top_k, hidden_dim).sum(dim=1).to(hidden_states.dtype)
 
 def use_lean_experts(model) -> bool:
     "Register `lean_grouped_mm_experts` and switch a model whose experts run `grouped_mm` to it; False when it has none."

@@ -312,6 +312,27 @@ def test_lean_experts_compute_exactly_what_grouped_mm_does(tmp_path, arch):
     assert loss0 == loss1 and g0.keys() == g1.keys() and all(torch.equal(g0[k], g1[k]) for k in g0)
 
 
+
+def test_lean_experts_with_eight_copies_of_a_token_give_its_gradient_within_rounding():
+    "Top-8 routing, as the card's bases use: the same loss bit for bit; the gradients sum each token's eight copies in routing order."
+    from transformers import AutoModelForCausalLM, Qwen3MoeConfig
+    from rsi_repro.train import use_lean_experts
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(Qwen3MoeConfig(vocab_size=128, hidden_size=32, intermediate_size=64, moe_intermediate_size=16,
+                                                            num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                                                            num_experts=16, num_experts_per_tok=8))
+    ids = torch.randint(0, 128, (2, 24))
+    def run():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss; loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    assert model.config._experts_implementation == 'grouped_mm'
+    loss0, g0 = run()
+    assert use_lean_experts(model)
+    loss1, g1 = run()
+    assert loss0 == loss1 and g0.keys() == g1.keys()
+    assert all(torch.allclose(g0[k], g1[k], rtol=1e-5, atol=1e-7) for k in g0)
+
 def test_training_tokens_are_those_of_the_trained_micro_batches(tmp_path, monkeypatch):
     """A run stopped mid-epoch (2 steps of an 8-micro-batch epoch) counts exactly the micro-batches its loss was computed
     on: the data loader prepares the next batch ahead of the step that uses it, and that one must not count."""
