@@ -67,7 +67,7 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
   smoke) kernel; python3 benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out "$OUT/gpu_pipeline.json" 2>&1 | tee "$OUT/smoke.log" | grep -v "^\[IPKernelApp\]"
          cp outputs/gpu-smoke/report/summary.json "$OUT/smoke_summary.json" 2>/dev/null ;;
   resume) kernel; python3 benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards "${KILL_AT_SHARDS:-3}" --out "$OUT/gpu_pipeline.json" > "$OUT/resume.log" 2>&1; tail -n 25 "$OUT/resume.log" ;;
-  tests) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu.py tests/test_train_fast.py > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
+  tests) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -q -rA -p no:cacheprovider tests/test_gpu.py tests/test_train_fast.py > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
   tiny) kernel; python3 benchmarks/gpu_pipeline.py run configs/tiny-vllm.yaml --out "$OUT/gpu_pipeline_tiny.json" > "$OUT/tiny.log" 2>&1; tail -n 25 "$OUT/tiny.log"
         cp outputs/tiny-vllm/report/summary.json "$OUT/tiny_vllm_summary.json" 2>/dev/null
         python3 -c "
