@@ -333,9 +333,7 @@ def use_varlen_attention(model) -> None:
     base = model.get_base_model() if hasattr(model, 'get_base_model') else model
     base.set_attn_implementation(VARLEN_ATTENTION)
 
-# %% ../nbs/31_train.ipynb #f017
-LEAN_EXPERTS = 'rsi_grouped_mm'
-
+# %% ../nbs/31_train.ipynb #f017r
 _ROUTED_ROWS = {}
 
 def routed_rows():
@@ -356,6 +354,9 @@ def routed_rows():
             if ctx.copies > 1: back = back.view(-1, ctx.copies, *back.shape[1:]).sum(dim=1)
             return back, None, None, None
     return _ROUTED_ROWS.setdefault('fn', RoutedRows)
+
+# %% ../nbs/31_train.ipynb #f017
+LEAN_EXPERTS = 'rsi_grouped_mm'
 
 def lean_grouped_mm_experts(self, hidden_states, top_k_index, top_k_weights):
     """transformers' `grouped_mm` experts without expert parallelism: the same sort, grouped products, weighting and
@@ -676,8 +677,9 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
                           extra={**run, **(extra or {})})
 
 def _prepare_for_speed(net, optim: Optim, architecture: str) -> int:
-    """The model side of a run: mixture-of-experts layers through `lean_grouped_mm_experts` (always: the same numbers),
-    bf16 LoRA inputs under autocast, variable-length attention when padding-free; fused kernels in its layers (how many run them)."""
+    """The model side of a run: mixture-of-experts layers through `lean_grouped_mm_experts` (always: the same forward,
+    gradients within rounding), bf16 LoRA inputs under autocast, variable-length attention when padding-free; fused
+    kernels in its layers (how many run them)."""
     import torch
     fused = apply_kernels(net, optim.kernels)
     use_lean_experts(net)
