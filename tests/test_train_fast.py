@@ -294,6 +294,13 @@ def base_layers(base: ModelRef) -> int:
     return json.loads((Path(base.base) / 'config.json').read_text())['num_hidden_layers']
 
 
+def loss_and_grads(model, ids):
+    "One forward and backward on `ids`: the loss and every parameter's gradient."
+    model.zero_grad(set_to_none=True)
+    loss = model(input_ids=ids, labels=ids).loss; loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
 @pytest.mark.parametrize('arch', ['qwen3_moe', 'nemotron_h'])
 def test_lean_experts_compute_exactly_what_grouped_mm_does(tmp_path, arch):
     "The mixture-of-experts layers without transformers' expert-parallel masks: bit-identical loss and gradients."
@@ -301,16 +308,11 @@ def test_lean_experts_compute_exactly_what_grouped_mm_does(tmp_path, arch):
     from rsi_repro.train import LEAN_EXPERTS, use_lean_experts
     model = AutoModelForCausalLM.from_pretrained(tiny_base(tmp_path, arch).base)
     ids = torch.randint(2, 2000, (3, 40))
-    def run():
-        model.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, labels=ids).loss; loss.backward()
-        return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     assert model.config._experts_implementation == 'grouped_mm'
-    loss0, g0 = run()
+    loss0, g0 = loss_and_grads(model, ids)
     assert use_lean_experts(model) and model.config._experts_implementation == LEAN_EXPERTS
-    loss1, g1 = run()
+    loss1, g1 = loss_and_grads(model, ids)
     assert loss0 == loss1 and g0.keys() == g1.keys() and all(torch.equal(g0[k], g1[k]) for k in g0)
-
 
 
 def test_lean_experts_with_eight_copies_of_a_token_give_its_gradient_within_rounding():
@@ -322,14 +324,10 @@ def test_lean_experts_with_eight_copies_of_a_token_give_its_gradient_within_roun
                                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
                                                             num_experts=16, num_experts_per_tok=8))
     ids = torch.randint(0, 128, (2, 24))
-    def run():
-        model.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, labels=ids).loss; loss.backward()
-        return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     assert model.config._experts_implementation == 'grouped_mm'
-    loss0, g0 = run()
+    loss0, g0 = loss_and_grads(model, ids)
     assert use_lean_experts(model)
-    loss1, g1 = run()
+    loss1, g1 = loss_and_grads(model, ids)
     assert loss0 == loss1 and g0.keys() == g1.keys()
     assert all(torch.allclose(g0[k], g1[k], rtol=1e-5, atol=1e-7) for k in g0)
 
