@@ -67,7 +67,7 @@ def punkt_root() -> Path:
     "This process's punkt_tab folder: written on first use, removed when the process exits, a pool's worker process too."
     from multiprocessing.util import Finalize
     root = write_punkt_tab(tempfile.mkdtemp(prefix="rsi_repro_nltk_"))
-    # multiprocessing runs these at a worker's exit, where `atexit` never runs; a forked child drops its parent's
+    # a multiprocessing finalizer, not atexit: it also runs when a pool's worker exits, and a forked child does not inherit it
     Finalize(None, shutil.rmtree, args=(str(root),), kwargs={'ignore_errors': True}, exitpriority=0)
     return root
 
