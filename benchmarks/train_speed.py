@@ -215,7 +215,8 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
     tokens = [cum[0]] + [b - a for a, b in zip(cum, cum[1:])]
     res = {'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
            'settings': {k: v for k, v in ev['optim_settings'].items() if k in ('micro_batch', 'grad_accum', 'bf16', 'activation_checkpointing',
-                        'micro_batch_fit', 'length_grouping', 'padding_free', 'lora_compute')},
+                        'micro_batch_fit', 'length_grouping', 'padding_free', 'lora_compute', 'kernels')},
+           **({'kernel_modules': ev['kernel_modules']} if 'kernel_modules' in ev else {}),
            'step_seconds': ev['step_seconds'], 'step_tokens': tokens, 'training_tokens': ev['training_tokens'],
            'padded_tokens': ev['padded_tokens'], 'fit': ev.get('fit'), 'wall_seconds_with_fit_and_save': round(total, 1),
            'losses': [round(x['loss'], 4) for x in log], **peak()}
@@ -582,6 +583,7 @@ def main():
                 res = stock_loop(config, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps if m >= 8 or a.slow_steps is None else a.slow_steps, a.seed)
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
+            elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v == 'ours-indexed':
                 with indexed_rows(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff)
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without

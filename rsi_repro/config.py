@@ -94,7 +94,7 @@ def check_decoding(s, where: str, p: str) -> None:
 SCHEDULES = ('cosine_with_min_lr', 'cosine', 'linear', 'constant')
 LORA_COMPUTE = ('fp32', 'bf16')
 PARALLEL = ('ddp', 'fsdp2')     # how a training step is spread over several GPUs
-KERNELS = ('none', 'liger')      # fused layer kernels from a maintained package, under the trainer
+KERNELS = ('none', 'liger', 'compile')      # fused layers: a maintained package's kernels, or torch.compile's
 
 @dataclass(frozen=True)
 class Lora:
@@ -132,7 +132,7 @@ class Optim:
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
     parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
-    kernels: str = 'none'               # 'liger': Liger's fused RMSNorm and rotary kernels in the base's layers (needs a GPU)
+    kernels: str = 'none'               # 'liger': Liger's RMSNorm and rotary kernels (a GPU); 'compile': torch.compile's
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)

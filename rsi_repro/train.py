@@ -20,15 +20,15 @@ from .typed import from_dict, to_dict
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION',
            'FIT_MARGIN', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split',
-           'trainer_kwargs', 'check_kernels', 'apply_kernels', 'kernel_modules', 'gpu_count', 'write_evidence',
-           'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
-           'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split',
-           'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split', 'resolve_split',
-           'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying', 'train_falling_back',
-           'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference', 'dpo_trainer_factory',
-           'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main', 'reference_path',
-           'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence', 'reference_logps',
-           'reference_logps_fitting', 'dpo_reference']
+           'trainer_kwargs', 'check_kernels', 'compile_layers', 'apply_kernels', 'kernel_modules', 'gpu_count',
+           'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs',
+           'varlen_attention', 'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts',
+           'choose_split', 'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split',
+           'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
+           'train_falling_back', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
+           'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
+           'reference_path', 'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence',
+           'reference_logps', 'reference_logps_fitting', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -151,12 +151,13 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
     else: kw['num_train_epochs'] = optim.epochs
     return kw
 
+# %% ../nbs/31_train.ipynb #c012k
 LIGER_LAYERS = {'rms_norm': True, 'rope': True,     # the layers' own kernels; the experts stay `lean_grouped_mm_experts`,
                 'swiglu': False, 'cross_entropy': False, 'fused_linear_cross_entropy': False}  # the loss TRL's fused LM head
 
 def check_kernels(kernels: str, model_type: str) -> None:
     "Refuse, naming `optim.kernels`, a kernel package this machine lacks or that has no kernels for the base's model type."
-    if kernels == 'none': return
+    if kernels in ('none', 'compile'): return           # torch.compile ships with torch and traces any architecture
     try: from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN as supported
     except ImportError as e:
         raise ImportError(f"optim.kernels: liger needs liger-kernel, which does not import here ({e}): "
@@ -165,18 +166,36 @@ def check_kernels(kernels: str, model_type: str) -> None:
         raise ValueError(f"optim.kernels: liger: liger-kernel has no kernels for {model_type} (it has them for "
                          f"{', '.join(sorted(supported))}); set optim.kernels: none")
 
+def compile_layers(net) -> None:
+    """`optim.kernels: compile`: torch.compile each RMSNorm (a chain of casts, a power, a mean and products, one kernel
+    compiled; the Mamba mixers' gated norm is not one, mamba-ssm fuses it already) and each experts module's activation,
+    with dynamic shapes, since every micro-batch has its own length. Layers of one class share their compiled code; a
+    layer that would have to compile once too often fails instead of falling back to eager without a word."""
+    import torch, torch._dynamo
+    cfg = torch._dynamo.config
+    if hasattr(cfg, 'fail_on_recompile_limit_hit'): cfg.fail_on_recompile_limit_hit = True
+    for m in net.modules():
+        if m._get_name().endswith('RMSNorm'): m.compile(dynamic=True)
+        elif getattr(m, 'has_gate', None) is True: m._apply_gate = torch.compile(m._apply_gate, dynamic=True)
+        elif getattr(m, 'has_gate', None) is False and isinstance(getattr(m, 'act_fn', None), torch.nn.Module):
+            m.act_fn.compile(dynamic=True)
+
 def apply_kernels(net, kernels: str) -> int:
     """Put the fused kernels in the model itself (not through the trainer, which applies them only inside `train()`), so that
     every pass over it, a training step or the DPO arms' shared reference pass, runs the same layers; how many modules run them."""
     if kernels == 'none': return 0
     check_kernels(kernels, getattr(getattr(net, 'config', None), 'model_type', ''))
-    from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
-    _apply_liger_kernel_to_instance(model=net.get_base_model() if hasattr(net, 'get_base_model') else net, **LIGER_LAYERS)
+    if kernels == 'compile': compile_layers(net)
+    else:
+        from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
+        _apply_liger_kernel_to_instance(model=net.get_base_model() if hasattr(net, 'get_base_model') else net, **LIGER_LAYERS)
     return kernel_modules(net)
 
 def kernel_modules(net) -> int:
-    "Modules whose forward is a kernel package's (Liger names the modules it patches after its own classes)."
-    return sum(m._get_name().startswith('Liger') for m in net.modules())
+    """Modules whose forward is a kernel package's (Liger names the modules it patches after its own classes) or compiled
+    (a compiled module keeps its compiled call; an experts module, its compiled activation)."""
+    return sum(m._get_name().startswith('Liger') or getattr(m, '_compiled_call_impl', None) is not None
+               or '_apply_gate' in vars(m) for m in net.modules())
 
 # %% ../nbs/31_train.ipynb #c014
 def gpu_count() -> int:

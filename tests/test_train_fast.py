@@ -344,3 +344,23 @@ def test_training_tokens_are_those_of_the_trained_micro_batches(tmp_path, monkey
     ev, losses, _ = run(tmp_path, 'part', mix(tmp_path, 16), optim(micro_batch=2, grad_accum=2, steps=2))
     assert len(seen) == 2 * 2 and len(losses) == 2
     assert ev['training_tokens'] == sum(t for t, _ in seen) and ev['padded_tokens'] == sum(n for _, n in seen)
+
+
+@pytest.mark.parametrize('arch', ['qwen3_moe', 'nemotron_h'])
+def test_compiled_layers_train_as_the_plain_layers_do(tmp_path, arch):
+    """`optim.kernels: compile` (each RMSNorm and each experts module's activation through torch.compile, dynamic shapes):
+    two steps over rows of many lengths give the plain run's losses and gradients, and the evidence counts every norm
+    and every experts module as compiled. A layer left eager, or compiled wrong, fails one or the other."""
+    base = tiny_base(tmp_path, arch)
+    path = mix(tmp_path, 16, base=base)
+    plain = optim(micro_batch=2, grad_accum=4, steps=2, length_grouping=True)
+    ev0, losses0, g0 = run(tmp_path, 'plain', path, plain, base=base, arch=arch)
+    ev, losses, g = run(tmp_path, 'compiled', path, replace(plain, kernels='compile'), base=base, arch=arch)
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(base.base)
+    norms = sum(m._get_name().endswith('RMSNorm') for m in model.modules())
+    experts = sum(hasattr(m, 'has_gate') for m in model.modules())
+    assert 'kernel_modules' not in ev0 and ev['kernel_modules'] == norms + experts and norms >= 2 * experts > 0
+    assert losses == pytest.approx(losses0, rel=1e-5)
+    close(g0[0], g[0], 1e-4)
+    close(g0[1], g[1], 5e-3)

@@ -82,9 +82,12 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # Beside stock PEFT: TRL's SFTTrainer without Liger (trl-plain-) and with its kernels, and the library with
          # optim.kernels: liger, in a process of their own (Liger patches the architecture for the whole process); Liger
          # has no kernels for Nemotron-H (its trl-8x6 row records the refusal).
-         # `ours-indexed` beside `ours`: the experts' routed rows moved by plain indexing, as before train.routed_rows.
-         for job in "qwen3-moe-30b-a3b ours-indexed ours trl-plain-16x3-ckpt stock-16x3-ckpt" "qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt" \
-                    "nemotron-h-31b ours-indexed ours trl-plain-8x6 stock-8x6" "nemotron-h-31b trl-8x6" "nemotron-h-31b ours-dpo"; do
+         # `ours-indexed` beside `ours`: the experts' routed rows moved by plain indexing, as before train.routed_rows;
+         # `ours-compile`: optim.kernels: compile. SPEED_JOBS (jobs separated by ';', each a shape and its variants) runs
+         # a part of the list, in its order.
+         jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
+         IFS=';' read -ra joblist <<< "$jobs"
+         for job in "${joblist[@]}"; do
            set -- $job; shape=$1; shift
            PYTHONPATH=/tmp/mamba_site:$PYTHONPATH python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
              > "$OUT/speed_${shape}_${1}.log" 2>&1; tail -n 4 "$OUT/speed_${shape}_${1}.log"
