@@ -421,7 +421,7 @@ def summarise(doc) -> list[dict]:
             if r['variant'] in ('kernel-check', 'peak') or 'error' in r or r.get('tokens_per_s') is None: continue
             stage = r.get('stage', 'sft')
             out.append({'shape': s['name'], 'architecture': s['architecture'], 'stage': stage, 'variant': r['variant'],
-                        'library': r['variant'] in ('ours', 'ours-dpo'), 'note': m.get('note', ''), 'mamba_kernels': kernels,
+                        'library': r['variant'] in LIBRARY_VARIANTS, 'note': m.get('note', ''), 'mamba_kernels': kernels,
                         'tokens_per_s': r['tokens_per_s'], 'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
                         'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r['padding_fraction'],
                         'peak_gib': r['peak_gib'], 'settings': r.get('settings'), 'lora_r': r.get('lora', s['lora'])['r'],
@@ -462,14 +462,26 @@ def flops_beside(row, measured_peak: float | None = None) -> dict:
     return out
 
 
+LIBRARY_VARIANTS = {'ours': 'none', 'ours-compile': 'compile', 'ours-liger': 'liger', 'ours-dpo': 'none'}   # and their optim.kernels
+
+def row_kernels(row) -> str:
+    "The fused layers a row ran with (`optim.kernels`): its settings say so since they record it; before, its variant did."
+    return (row.get('settings') or {}).get('kernels') or LIBRARY_VARIANTS.get(row['variant'], 'none')
+
 def rate_rows(summary) -> dict[str, dict]:
-    """The summary row each rate comes from: per shape the estimate knows and per stage, the last library row (`ours` for
-    `train.sft.<shape>`, `ours-dpo`, the profile's DPO settings, for `train.dpo.<shape>`)."""
+    """The summary row each rate comes from: per shape the estimate knows, per stage and per `optim.kernels`, the last
+    library row (`ours` for `train.sft.<shape>`, `ours-compile` for `train.sft-compile.<shape>`, `ours-dpo`, the profile's
+    DPO settings, for `train.dpo.<shape>`): the keys `rsi-repro estimate` asks for by the profile's kernels."""
+    from rsi_repro.estimate import kernels_tag
     rows = {}
     for row in summary:
-        if row['library'] and row['shape'] in ESTIMATE_SHAPES: rows[f"train.{row['stage']}.{ESTIMATE_SHAPES[row['shape']]}"] = row
+        if row['library'] and row['shape'] in ESTIMATE_SHAPES:
+            rows[f"train.{row['stage']}{kernels_tag(row_kernels(row))}.{ESTIMATE_SHAPES[row['shape']]}"] = row
     return rows
 
+
+KERNEL_WORDS = {'none': '', 'compile': "RMSNorms and experts' activations compiled by torch.compile (optim.kernels: compile)",
+                'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)"}
 
 def rates_from_summary(summary) -> dict[str, dict]:
     "The file's `rates` section: per measured shape and stage the library row's tokens/s, and what it is."
@@ -477,7 +489,7 @@ def rates_from_summary(summary) -> dict[str, dict]:
     for key, row in rate_rows(summary).items():
         st = row['settings'] or {}
         how = ', '.join(x for x in ['padding-free' if st.get('padding_free') else '', 'length-grouped' if st.get('length_grouping') else '',
-                                    f"{st['lora_compute']} LoRA inputs" if st.get('lora_compute') else ''] if x)
+                                    f"{st['lora_compute']} LoRA inputs" if st.get('lora_compute') else '', KERNEL_WORDS[row_kernels(row)]] if x)
         split = (f"micro-batch {row['micro_batch']} x grad-accum {row['grad_accum']}"
                  + (' (fitted by micro_batch_fit)' if st.get('micro_batch_fit') else '')
                  + f", activation checkpointing {'on' if row['activation_checkpointing'] else 'off'}")
@@ -497,7 +509,7 @@ def rates_from_summary(summary) -> dict[str, dict]:
                     f"benchmarks/train_speed.py, {row['date']}")
         out[key] = {'value': row['tokens_per_s'], 'unit': 'tokens/s', 'what': what + (f"; {row['note']}" if row['note'] else '')}
         if row.get('reference_tokens_per_s'):
-            out[key.replace('train.dpo.', 'train.dpo_reference.')] = {
+            out[key.replace('train.dpo', 'train.dpo_reference', 1)] = {
                 'value': row['reference_tokens_per_s'], 'unit': 'tokens/s',
                 'what': (f"the DPO reference's log-probabilities, computed once for every arm of a pair set (the SFT adapter's "
                          f"forward, no gradient): rsi_repro.train.dpo_reference, {SHAPE_WORDS[row['shape']]} with random weights; "

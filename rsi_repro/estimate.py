@@ -18,8 +18,8 @@ __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_P
            'GPU_BACKENDS', 'CPU_KINDS', 'EstimateError', 'Rate', 'lookup', 'read_rates', 'shape_of', 'Length',
            'card_lengths', 'run_lengths', 'Work', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work',
            'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work',
-           'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows',
-           'format_estimate', 'to_json', 'estimate_command']
+           'kernels_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows',
+           'cpu_rows', 'format_estimate', 'to_json', 'estimate_command']
 
 # %% ../nbs/94_estimate.ipynb #c005
 class EstimateError(ValueError):
@@ -419,12 +419,19 @@ def profile_work(p: Profile, run: str | Path | None = None) -> list[Work]:
 GPU_BACKENDS = ('hf', 'vllm')
 CPU_KINDS = ('cpu.corpus_load_cold', 'cpu.banding', 'cpu.binarising', 'cpu.decontam_tokenise', 'cpu.decontam_scan', 'cpu.mix_tokenise')
 
+def kernels_tag(kernels: str) -> str:
+    "How a training rate's key names the fused layers it ran with (`optim.kernels`): nothing for none, '-compile', '-liger'."
+    return '' if kernels == 'none' else f'-{kernels}'
+
 def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
-    "The rate key each kind of work is priced with: generation by backend at the profile's batch size, training and CPU steps."
+    """The rate key each kind of work is priced with: generation by backend at the profile's batch size, training by the
+    fused layers its sections ask for (the SFT stages by the sft section's, DPO and its reference pass by the dpo section's),
+    and CPU steps."""
+    sft, dpo = kernels_tag(profile.sft.optim.kernels), kernels_tag(profile.dpo.optim.kernels)
     keys = {'generate.hf': f"generate.hf.b{profile.serving.batch_size}.{shape}",
             'generate.vllm': f"generate.{'vllm-invariant' if profile.serving.vllm.batch_invariant else 'vllm'}.b{profile.serving.vllm.max_num_seqs}.{shape}",
-            'train.sft': f"train.sft.{shape}", 'train.dpo': f"train.dpo.{shape}",
-            'train.dpo_reference': f"train.dpo_reference.{shape}", **{k: k for k in CPU_KINDS}}
+            'train.sft': f"train.sft{sft}.{shape}", 'train.dpo': f"train.dpo{dpo}.{shape}",
+            'train.dpo_reference': f"train.dpo_reference{dpo}.{shape}", **{k: k for k in CPU_KINDS}}
     for kind, key in (overrides or {}).items():
         if kind not in keys: raise EstimateError(f"--rate {kind}={key}: unknown kind {kind!r} (kinds: {', '.join(keys)})")
         keys[kind] = key
@@ -495,9 +502,10 @@ def _shown(path) -> str:
 def missing_message(missing: Sequence[str], rates: Mapping[str, Rate], rates_dir) -> str:
     "Which rates are missing, where the estimate looked, and the rates of the same kind that are there."
     lines = [f"no measured rate for {len(missing)} kind(s) of work in {_shown(rates_dir)}/*.json:"]
+    def kind(key):      # the kind of work; a training rate's, whatever fused layers it ran with (train.sft-compile: train.sft)
+        return key if key.startswith('cpu.') else '.'.join(key.split('.')[:2]).split('-')[0] if key.startswith('train.') else '.'.join(key.split('.')[:2])
     for k in missing:
-        kind = '.'.join(k.split('.')[:2]) if not k.startswith('cpu.') else k
-        near = sorted(r for r in rates if r.startswith(kind + '.') or r == kind)
+        near = sorted(r for r in rates if kind(r) == kind(k))
         lines.append(f"  {k}" + (f"  (there: {', '.join(near)})" if near else "  (none of this kind there)"))
     lines.append("A results file declares rates in a top-level 'rates' mapping {key: {value, unit, what}}. Measure the missing "
                  "ones, or pass --shape SHAPE (or --rate KIND=KEY) to price with another measured shape's rates, "

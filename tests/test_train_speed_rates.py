@@ -26,22 +26,28 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
     assert DOC['rates'] == ts.rates_from_summary(DOC['summary'])
     library = [r for r in DOC['summary'] if r['library']]
     for key, rate in DOC['rates'].items():
-        stage, name = key.split('.')[1], key.split('.', 2)[2]
+        (stage, _, kernels), name = key.split('.')[1].partition('-'), key.split('.', 2)[2]
         shape = [s for s, n in ts.ESTIMATE_SHAPES.items() if n == name]
-        assert len(shape) == 1 and stage in ('sft', 'dpo', 'dpo_reference')
-        rows = [r for r in library if r['shape'] == shape[0] and r['stage'] == stage.replace('dpo_reference', 'dpo')]
+        assert len(shape) == 1 and stage in ('sft', 'dpo', 'dpo_reference') and kernels in ('', 'compile', 'liger')
+        rows = [r for r in library if r['shape'] == shape[0] and r['stage'] == stage.replace('dpo_reference', 'dpo')
+                and ts.row_kernels(r) == (kernels or 'none')]                 # each rate: the fused layers it ran with
         if stage == 'dpo_reference':                         # the reference pass the last DPO run timed apart
-            assert rate['value'] == rows[-1]['reference_tokens_per_s'] == round(
-                rows[-1]['reference_pairs'] * rows[-1]['mean_row_tokens'] / rows[-1]['reference_seconds'], 1)
+            whole = round(rows[-1]['reference_pairs'] * rows[-1]['mean_row_tokens'] / rows[-1]['reference_seconds'], 1)
+            assert rate['value'] == rows[-1]['reference_tokens_per_s']
+            if rows[-1].get('reference_timed_batches'):         # its batches timed: the median after the first, as steps are
+                assert rows[-1]['reference_with_warmup_tokens_per_s'] == whole < rate['value'] and 'timed batches' in rate['what']
+            else: assert rate['value'] == whole
             assert 'computed once for every arm' in rate['what']; continue
         assert rate['value'] == rows[-1]['tokens_per_s'] and rate['unit'] == 'tokens/s'    # the last library run of shape and stage
         assert f"r={rows[-1]['lora_r']}" in rate['what']
         assert ('SFT-shaped' in rate['what'] and 'not DPO' in rate['what']) if stage == 'sft' else rate['what'].startswith('DPO')
     assert {(r['shape'], r['stage']) for r in library} == {(s, t) for s in ('qwen3-moe-30b-a3b', 'nemotron-h-31b') for t in ('sft', 'dpo')}
     assert {k: v['value'] for k, v in DOC['rates'].items()} == {
-        'train.sft.qwen3_moe-30b-a3b': 10549.1, 'train.sft.nemotron_h-30b-a3b': 8932.4,
-        'train.dpo.qwen3_moe-30b-a3b': 6736.7, 'train.dpo.nemotron_h-30b-a3b': 12820.9,
-        'train.dpo_reference.qwen3_moe-30b-a3b': 8752.8, 'train.dpo_reference.nemotron_h-30b-a3b': 4391.1}
+        'train.sft.qwen3_moe-30b-a3b': 10711.4, 'train.sft.nemotron_h-30b-a3b': 13489.6,
+        'train.sft-compile.qwen3_moe-30b-a3b': 14441.9, 'train.sft-compile.nemotron_h-30b-a3b': 14918.2,
+        'train.sft-liger.qwen3_moe-30b-a3b': 11282.6,
+        'train.dpo.qwen3_moe-30b-a3b': 6736.7, 'train.dpo.nemotron_h-30b-a3b': 13474.0,
+        'train.dpo_reference.qwen3_moe-30b-a3b': 8752.8, 'train.dpo_reference.nemotron_h-30b-a3b': 40428.2}
     rows = ts.rate_rows(DOC['summary'])                     # every training rate: the median of 20 timed steps
     assert all(rows[k]['timed_steps'] >= ts.STEADY_STEPS for k in rows)
     dpo = [r for r in library if r['stage'] == 'dpo']      # DPO rates are the profile's dpo rank, as the stage fits and trains it
@@ -53,7 +59,7 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
 def test_the_summary_is_the_runs():
     ts = train_speed()
     assert DOC['summary'] == ts.summarise(DOC)
-    ours = [r for run in DOC['runs'] for r in run['results'] if r['variant'] in ('ours', 'ours-dpo') and 'error' not in r]
+    ours = [r for run in DOC['runs'] for r in run['results'] if r['variant'] in ts.LIBRARY_VARIANTS and 'error' not in r]
     assert [r['tokens_per_s'] for r in ours] == [r['tokens_per_s'] for r in DOC['summary'] if r['library']]
 
 
@@ -71,7 +77,8 @@ def test_the_keys_are_the_ones_the_estimate_asks_for():
     nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
     keys = [rate_keys(nemotron, shape)[kind] for shape in (shape_of(nemotron), 'qwen3_moe-30b-a3b') for kind in ('train.sft', 'train.dpo')]
     keys += [rate_keys(nemotron, shape)['train.dpo_reference'] for shape in (shape_of(nemotron), 'qwen3_moe-30b-a3b')]   # the reference pass
-    assert set(DOC['rates']) == set(keys)
+    assert set(keys) <= set(DOC['rates'])
+    assert {keys[0], keys[2]} == {'train.sft-compile.nemotron_h-30b-a3b', 'train.sft-compile.qwen3_moe-30b-a3b'}   # its kernels: compile
     rates = read_rates(RESULTS)
     for key in keys:
         assert Path(rates[key].file).name == 'train_speed.json' and rates[key].path == f'rates.{key}'
@@ -116,7 +123,7 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
         assert row['steady'] == (row['timed_steps'] >= ts.STEADY_STEPS)
         assert row['rate_of'] == (ts.RATE_OF if row['date'] >= '2026-12-02' else ts.OLD_RATE_OF)   # before the 20-step median: the old formula
     steady = [row['steady'] for row in DOC['summary'] if row['date'] >= '2026-12-02']
-    assert all(steady) and len(steady) == 10                                   # every run since 2026-12-02: 20 timed steps
+    assert all(steady) and len(steady) == 24                                   # every run since 2026-12-02: 20 timed steps
     assert not any(row['steady'] for row in DOC['summary'] if row['date'] < '2026-12-02')   # the 1-4-step runs before
 
 
