@@ -439,6 +439,7 @@ def summarise(doc) -> list[dict]:
                     rates = sorted(t / sec for _, t, sec in r['reference_batches'][1:])
                     out[-1].update(reference_with_warmup_tokens_per_s=out[-1]['reference_tokens_per_s'],
                                    reference_tokens_per_s=round(statistics.median(rates), 1), reference_timed_batches=len(rates),
+                                   reference_steady=len(rates) >= STEADY_STEPS,
                                    reference_min_max_tokens_per_s=[round(rates[0], 1), round(rates[-1], 1)],
                                    reference_batch_size=r['reference_batch_size'])
     return out
@@ -535,7 +536,8 @@ def main():
     ap.add_argument('--steps', type=int, default=STEADY_STEPS + 1, help='optimiser steps per variant, the first one untimed')
     ap.add_argument('--slow-steps', type=int, default=None, help='optimiser steps of a stock variant with micro-batch < 8 (default: --steps)')
     ap.add_argument('--rows', type=int, default=480)
-    ap.add_argument('--pairs', type=int, default=240, help='synthetic preference pairs for the ours-dpo variants')
+    ap.add_argument('--pairs', type=int, default=352, help='synthetic preference pairs for the ours-dpo variants (352: the '
+                    'reference pass at 16 a forward has 21 timed batches after its first, as steady as a training rate)')
     ap.add_argument('--reference-batch', type=int, default=None, help="pairs a forward of the ours-dpo reference pass (default: the profile's dpo.reference_batch)")
     ap.add_argument('--eff', type=int, default=48, help='examples per optimiser step (the card\'s 48)')
     ap.add_argument('--r', type=int, default=768); ap.add_argument('--alpha', type=int, default=1536)

@@ -265,29 +265,31 @@ def liger_undone():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize('kernels', ['liger', 'compile'])
 @pytest.mark.parametrize('arch', ['llama', 'qwen3_moe'])
-def test_liger_kernels_train_as_the_plain_layers_do(tmp_path, arch, liger_undone):
-    """`optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers, the experts still ours): on a GPU,
-    three bf16 steps give the plain run's losses within bf16's noise, the evidence counts the modules that ran Liger's
-    kernels, and the DPO arms' shared reference pass runs the same layers (the trainer alone would apply them only inside
-    `train()`, which the reference pass never calls). The plain run goes first: Liger's patches outlive a run."""
-    pytest.importorskip('liger_kernel')
+def test_liger_kernels_train_as_the_plain_layers_do(tmp_path, arch, kernels, liger_undone):
+    """`optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers, the experts still ours), and
+    `compile` (torch.compile of the norms and the experts' activations): on a GPU, three bf16 steps give the plain run's
+    losses within bf16's noise, the evidence counts the modules that ran the fused layers, and the DPO arms' shared
+    reference pass runs the same layers (the trainer alone would apply Liger's only inside `train()`, which the reference
+    pass never calls). The plain run goes first: Liger's patches outlive a run."""
+    if kernels == 'liger': pytest.importorskip('liger_kernel')
     from rsi_repro.io import write_jsonl
     from rsi_repro.train import dpo_reference
     base = BASE if arch == 'llama' else tiny_base(tmp_path, arch)
     path = mix(tmp_path, 24, base=base)
     plain = optim(micro_batch=4, grad_accum=2, steps=3, bf16=True)
     ev0, losses0, _ = run(tmp_path, 'plain', path, plain, base=base, arch=arch)
-    ev, losses, _ = run(tmp_path, 'liger', path, replace(plain, kernels='liger'), base=base, arch=arch)
-    assert 'kernel_modules' not in ev0 and ev['optim_settings']['kernels'] == 'liger'
+    ev, losses, _ = run(tmp_path, kernels, path, replace(plain, kernels=kernels), base=base, arch=arch)
+    assert 'kernel_modules' not in ev0 and ev['optim_settings']['kernels'] == kernels
     assert ev['kernel_modules'] >= 2 * base_layers(base)          # two norms a layer at least
     assert losses == pytest.approx(losses0, rel=2e-2)
     write_jsonl(tmp_path / 'pairs.jsonl', [{'prompt': [{'role': 'user', 'content': f'Name colour {i}.'}],
                                             'chosen': [{'role': 'assistant', 'content': 'Blue.'}],
                                             'rejected': [{'role': 'assistant', 'content': 'Seven.' * (i + 1)}]} for i in range(4)])
-    ref = json.loads(dpo_reference(base, arch, tmp_path / 'pairs.jsonl', Lora(r=8, alpha=16), replace(plain, kernels='liger'),
-                                   warm_start=str(tmp_path / 'liger')).read_text())
-    assert ref['key']['kernels'] == 'liger' and ref['kernel_modules'] == ev['kernel_modules'] and ref['kept'] == 4
+    ref = json.loads(dpo_reference(base, arch, tmp_path / 'pairs.jsonl', Lora(r=8, alpha=16), replace(plain, kernels=kernels),
+                                   warm_start=str(tmp_path / kernels)).read_text())
+    assert ref['key']['kernels'] == kernels and ref['kernel_modules'] == ev['kernel_modules'] and ref['kept'] == 4
 
 
 def base_layers(base: ModelRef) -> int:

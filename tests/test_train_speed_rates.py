@@ -36,6 +36,7 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
             assert rate['value'] == rows[-1]['reference_tokens_per_s']
             if rows[-1].get('reference_timed_batches'):         # its batches timed: the median after the first, as steps are
                 assert rows[-1]['reference_with_warmup_tokens_per_s'] == whole < rate['value'] and 'timed batches' in rate['what']
+                assert rows[-1]['reference_steady'] is (rows[-1]['reference_timed_batches'] >= ts.STEADY_STEPS)   # 14 of 240 pairs: not
             else: assert rate['value'] == whole
             assert 'computed once for every arm' in rate['what']; continue
         assert rate['value'] == rows[-1]['tokens_per_s'] and rate['unit'] == 'tokens/s'    # the last library run of shape and stage

@@ -84,7 +84,8 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # has no kernels for Nemotron-H (its trl-8x6 row records the refusal).
          # `ours-indexed` beside `ours`: the experts' routed rows moved by plain indexing, as before train.routed_rows;
          # `ours-compile`: optim.kernels: compile. SPEED_JOBS (jobs separated by ';', each a shape and its variants) runs
-         # a part of the list, in its order.
+         # a part of the list, in its order. Without the shipped site, this lane needs only trl, datasets, multiprocess
+         # (.pipeline_wheels) and dill (which the site ships; datasets reads its version at import) in /tmp/site.
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
          IFS=';' read -ra joblist <<< "$jobs"
          for job in "${joblist[@]}"; do
