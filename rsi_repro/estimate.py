@@ -426,7 +426,11 @@ def kernels_tag(kernels: str) -> str:
 def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The rate key each kind of work is priced with: generation by backend at the profile's batch size, training by the
     fused layers its sections ask for (the SFT stages by the sft section's, DPO and its reference pass by the dpo section's),
-    and CPU steps."""
+    and CPU steps. One rate prices every SFT stage, so sections that ask for other fused layers are refused, not mispriced."""
+    other = {f'{s}.optim.kernels: {getattr(profile, s).optim.kernels}' for s in ('repair', 'rounds')
+             if getattr(profile, s).optim.kernels != profile.sft.optim.kernels}
+    if other: raise EstimateError(f"{profile.path}: sft.optim.kernels is {profile.sft.optim.kernels}, but {', '.join(sorted(other))}: "
+                                  "the estimate prices every SFT stage at one rate; give them the same kernels")
     sft, dpo = kernels_tag(profile.sft.optim.kernels), kernels_tag(profile.dpo.optim.kernels)
     keys = {'generate.hf': f"generate.hf.b{profile.serving.batch_size}.{shape}",
             'generate.vllm': f"generate.{'vllm-invariant' if profile.serving.vllm.batch_invariant else 'vllm'}.b{profile.serving.vllm.max_num_seqs}.{shape}",
@@ -502,8 +506,10 @@ def _shown(path) -> str:
 def missing_message(missing: Sequence[str], rates: Mapping[str, Rate], rates_dir) -> str:
     "Which rates are missing, where the estimate looked, and the rates of the same kind that are there."
     lines = [f"no measured rate for {len(missing)} kind(s) of work in {_shown(rates_dir)}/*.json:"]
-    def kind(key):      # the kind of work; a training rate's, whatever fused layers it ran with (train.sft-compile: train.sft)
-        return key if key.startswith('cpu.') else '.'.join(key.split('.')[:2]).split('-')[0] if key.startswith('train.') else '.'.join(key.split('.')[:2])
+    def kind(key):      # the kind of work; a training rate's whatever fused layers it ran with (train.sft-compile: train.sft)
+        if key.startswith('cpu.'): return key
+        head = '.'.join(key.split('.')[:2])
+        return head.split('-')[0] if key.startswith('train.') else head
     for k in missing:
         near = sorted(r for r in rates if kind(r) == kind(k))
         lines.append(f"  {k}" + (f"  (there: {', '.join(near)})" if near else "  (none of this kind there)"))
