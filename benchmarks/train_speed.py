@@ -219,7 +219,7 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
            **({'kernel_modules': ev['kernel_modules']} if 'kernel_modules' in ev else {}),
            'step_seconds': ev['step_seconds'], 'step_tokens': tokens, 'training_tokens': ev['training_tokens'],
            'padded_tokens': ev['padded_tokens'], 'fit': ev.get('fit'), 'wall_seconds_with_fit_and_save': round(total, 1),
-           'losses': [round(x['loss'], 4) for x in log], **peak()}
+           'losses': [round(x['loss'], 4) for x in log], **peak(), **({'memory': ev['memory']} if 'memory' in ev else {})}
     if profile_dir: res['profiled_step'] = 2
     free()
     return res
@@ -354,7 +354,7 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, r
            'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': cfg.grid[0].beta, 'nll_weight': cfg.nll_weight,
            'step_seconds': ev['step_seconds'], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
            'training_tokens': ev['training_tokens'], 'padded_tokens': ev['padded_tokens'], 'wall_seconds_with_save': round(total, 1),
-           'losses': [round(x['loss'], 4) for x in log], **peak()}
+           'losses': [round(x['loss'], 4) for x in log], **peak(), **({'memory': ev['memory']} if 'memory' in ev else {})}
     free()
     return res
 

@@ -5,6 +5,7 @@
 # %% ../nbs/31_train.ipynb #c002
 from __future__ import annotations
 import json, math, os, platform, time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional, Sequence
@@ -19,11 +20,12 @@ from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION',
-           'FIT_MARGIN', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split',
-           'trainer_kwargs', 'check_kernels', 'compile_layers', 'apply_kernels', 'kernel_modules', 'gpu_count',
-           'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs',
-           'varlen_attention', 'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts',
-           'choose_split', 'fits_memory', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split',
+           'FIT_MARGIN', 'RESERVED_FRACTION', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount',
+           'count_trained', 'Split', 'trainer_kwargs', 'check_kernels', 'compile_layers', 'apply_kernels',
+           'kernel_modules', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler',
+           'trainer_class', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'routed_rows',
+           'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory', 'reserved_memory_held',
+           'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split',
            'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
            'train_falling_back', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
            'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
@@ -452,6 +454,51 @@ def fits_memory(peak: int,             # bytes: the probe's peak allocation (the
         raise ValueError(f"margin ({margin}) must be in [0, 1) and memory_fraction ({memory_fraction}) in (0, 1]")
     return peak * (1 + margin) <= memory_fraction * total
 
+# %% ../nbs/31_train.ipynb #g003c
+RESERVED_FRACTION = 0.95     # the share of the GPU a training process may hold in its allocator's cache
+
+def _training_device():
+    import torch
+    return torch.device('cuda', int(os.environ.get('LOCAL_RANK', torch.cuda.current_device())))   # a launched rank's own GPU
+
+@contextmanager
+def reserved_memory_held(fraction: float = RESERVED_FRACTION):
+    """While inside, the caching allocator of this process reserves at most `fraction` of its GPU and grows segments in
+    place (unless PYTORCH_CUDA_ALLOC_CONF already names `expandable_segments`); both are put back on leaving. Yields what
+    it set, or None without CUDA."""
+    import torch
+    if not 0 < fraction <= 1: raise ValueError(f"the reserved fraction ({fraction}) must be in (0, 1]")
+    if not torch.cuda.is_available(): yield None; return
+    dev = _training_device()
+    get = getattr(torch.cuda, 'get_per_process_memory_fraction', None)
+    before = get(dev) if get else 1.0
+    expandable = 'expandable_segments' not in os.environ.get('PYTORCH_CUDA_ALLOC_CONF', '')   # the user's own setting stays
+    torch.cuda.set_per_process_memory_fraction(min(fraction, before), dev)
+    if expandable: torch.cuda.memory._set_allocator_settings('expandable_segments:True')
+    try: yield {'reserved_fraction': min(fraction, before), 'expandable_segments': expandable or None}
+    finally:
+        torch.cuda.set_per_process_memory_fraction(before, dev)
+        if expandable: torch.cuda.memory._set_allocator_settings('expandable_segments:False')
+
+def memory_mark() -> int | None:
+    "Start counting a run's GPU memory: its peaks from here; the allocator's cache flushes so far (None without CUDA)."
+    import torch
+    if not torch.cuda.is_available(): return None
+    torch.cuda.reset_peak_memory_stats(_training_device())
+    return torch.cuda.memory_stats(_training_device()).get('num_alloc_retries', 0)
+
+def memory_since(mark: int) -> dict:
+    "The run's GPU memory since `memory_mark`: peak allocated and reserved, the GPU's size, the cap, the cache flushes."
+    import torch
+    dev = _training_device()
+    get = getattr(torch.cuda, 'get_per_process_memory_fraction', None)
+    return {'peak_allocated_gib': round(torch.cuda.max_memory_allocated(dev) / 2**30, 2),
+            'peak_reserved_gib': round(torch.cuda.max_memory_reserved(dev) / 2**30, 2),
+            'gpu_gib': round(torch.cuda.get_device_properties(dev).total_memory / 2**30, 1),
+            'reserved_fraction': get(dev) if get else None,
+            'cache_flushes': torch.cuda.memory_stats(dev).get('num_alloc_retries', 0) - mark}
+
+
 # %% ../nbs/31_train.ipynb #f013
 def _sync():
     import torch
@@ -680,6 +727,7 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     trainer.remove_callback(PrinterCallback)       # without progress bars it prints every log line; log_history.json keeps them
     counter = count_trained(trainer)
     timer = step_timer(); trainer.add_callback(timer)
+    mark = memory_mark()
     t0 = time.time(); trainer.train(); wall = time.time() - t0
     out = Path(out_dir); _save_adapter(trainer, out, model)
     tokens, supervised, padded = (_reduce(trainer, v) for v in (counter.tokens, counter.supervised, counter.padded))
@@ -690,6 +738,7 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
            'effective_batch': split.micro_batch * split.grad_accum * ranks,
            'padded_tokens': padded, 'step_seconds': [round(s, 4) for s in timer.seconds]}
     if optim.kernels != 'none': run['kernel_modules'] = kernel_modules(trainer.model)   # what ran them, not only what was asked
+    if mark is not None: run['memory'] = memory_since(mark)
     return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
                           lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
                           supervised_tokens=supervised, wall_seconds=wall, world_size=ranks,
@@ -723,41 +772,42 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
     if procs.elsewhere and not fit_to:
         if callbacks: raise ValueError("trainer callbacks cannot travel to launched ranks: train in one process to use them")
         return launch_training('sft', args, optim, procs)
-    release_engines(keep_processes=True)   # their engines hold GPU memory a trainer needs; their processes may stay
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-    from rsi_repro.corpora import read_sft_mix
-    mix = read_sft_mix(mix_path)
-    ids, masks = mix['input_ids'], mix['assistant_masks']
-    if optim.padding_free:     # TRL truncates only padded rows; cut here what it would cut (keep the start)
-        ids, masks = [list(x[:optim.seq_len]) for x in ids], [list(x[:optim.seq_len]) for x in masks]
-    data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
-    lengths = [min(len(x), optim.seq_len) for x in ids]
-    tok = load_tokenizer(replace(model, adapter=None))
-    tok.padding_side = 'right'
-    run_seed = seed if seed is not None else optim.seed
-    net = load_for_training(model, lora, architecture, warm_start, seed=run_seed)
-    _prepare_for_speed(net, optim, architecture)
-    def make(split: Split, n_steps, dataset, out, probe: bool = False):
-        args = SFTConfig(**trainer_kwargs(optim, out, [] if probe else report_to, lr, n_steps, seed, split=split),
-                         max_length=None if optim.padding_free else optim.seq_len, packing=False, padding_free=optim.padding_free,
-                         assistant_only_loss=False,   # the masks in the mix already restrict the loss to assistant tokens
-                         **({'train_sampling_strategy': 'sequential'} if probe else {}))
-        trainer = trainer_class(SFTTrainer)(model=net, args=args, train_dataset=dataset, processing_class=tok)
-        if (optim.length_grouping or optim.padding_free) and not probe:   # the order the fit planned for
-            trainer.step_sampler_seed, trainer.step_sampler_group = run_seed, optim.length_grouping
-        return trainer
-    fit = None
-    if split is None:
-        split, fit = shared_fit(fit_key('sft', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
-                                lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, steps if steps is not None else optim.steps))
-    if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
-    def train(trainer, s: Split, retries: list):
-        for cb in callbacks: trainer.add_callback(cb)
-        return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
-                                split=s, extra={**({'fit': fit} if fit else {}), **({'oom_retries': list(retries)} if retries else {})})
-    with timed('train', run=tag):
-        return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
+    with reserved_memory_held():   # the cap on the allocator's cache while this process trains
+        release_engines(keep_processes=True)   # their engines hold GPU memory a trainer needs; their processes may stay
+        from datasets import Dataset
+        from trl import SFTConfig, SFTTrainer
+        from rsi_repro.corpora import read_sft_mix
+        mix = read_sft_mix(mix_path)
+        ids, masks = mix['input_ids'], mix['assistant_masks']
+        if optim.padding_free:     # TRL truncates only padded rows; cut here what it would cut (keep the start)
+            ids, masks = [list(x[:optim.seq_len]) for x in ids], [list(x[:optim.seq_len]) for x in masks]
+        data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
+        lengths = [min(len(x), optim.seq_len) for x in ids]
+        tok = load_tokenizer(replace(model, adapter=None))
+        tok.padding_side = 'right'
+        run_seed = seed if seed is not None else optim.seed
+        net = load_for_training(model, lora, architecture, warm_start, seed=run_seed)
+        _prepare_for_speed(net, optim, architecture)
+        def make(split: Split, n_steps, dataset, out, probe: bool = False):
+            args = SFTConfig(**trainer_kwargs(optim, out, [] if probe else report_to, lr, n_steps, seed, split=split),
+                             max_length=None if optim.padding_free else optim.seq_len, packing=False, padding_free=optim.padding_free,
+                             assistant_only_loss=False,   # the masks in the mix already restrict the loss to assistant tokens
+                             **({'train_sampling_strategy': 'sequential'} if probe else {}))
+            trainer = trainer_class(SFTTrainer)(model=net, args=args, train_dataset=dataset, processing_class=tok)
+            if (optim.length_grouping or optim.padding_free) and not probe:   # the order the fit planned for
+                trainer.step_sampler_seed, trainer.step_sampler_group = run_seed, optim.length_grouping
+            return trainer
+        fit = None
+        if split is None:
+            split, fit = shared_fit(fit_key('sft', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
+                                    lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, steps if steps is not None else optim.steps))
+        if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
+        def train(trainer, s: Split, retries: list):
+            for cb in callbacks: trainer.add_callback(cb)
+            return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=mix_path,
+                                    split=s, extra={**({'fit': fit} if fit else {}), **({'oom_retries': list(retries)} if retries else {})})
+        with timed('train', run=tag):
+            return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
 
 # %% ../nbs/31_train.ipynb #c018
 def preference_rows(pairs_path: str | Path, reference: dict | None = None) -> 'Dataset':
@@ -821,26 +871,27 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
                 out_dir=str(out_dir), tag=tag, beta=beta, nll_weight=nll_weight, warm_start=warm_start, lr=lr, steps=steps,
                 report_to=list(report_to), reference=str(reference) if reference else None)
     if procs.elsewhere and not fit_to: return launch_training('dpo', args, optim, procs)
-    release_engines(keep_processes=True)
-    shared = read_reference(reference, reference_key(model, pairs_path, warm_start, optim)) if reference else None
-    data = preference_rows(pairs_path, shared)
-    tok = load_tokenizer(replace(model, adapter=None))
-    net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)
-    _prepare_for_speed(net, optim, architecture)
-    make = dpo_trainer_factory(net, tok, optim, beta=beta, nll_weight=nll_weight, lr=lr, report_to=report_to, shared_reference=shared is not None)
-    fit = None
-    if split is None:
-        split, fit = shared_fit(fit_key('dpo', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
-                                lambda: resolve_split(make, net, lambda: processed_pairs(make, data, optim), optim, optim.seed,
-                                                      steps if steps is not None else optim.steps))
-    if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
-    extra = {'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft'], **reference_evidence(reference),
-             **({'fit': fit} if fit else {})}
-    def train(trainer, s: Split, retries: list):
-        return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
-                                split=s, extra={**extra, **({'oom_retries': list(retries)} if retries else {})})
-    with timed('train', run=tag):
-        return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
+    with reserved_memory_held():   # the cap on the allocator's cache while this process trains
+        release_engines(keep_processes=True)
+        shared = read_reference(reference, reference_key(model, pairs_path, warm_start, optim)) if reference else None
+        data = preference_rows(pairs_path, shared)
+        tok = load_tokenizer(replace(model, adapter=None))
+        net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)
+        _prepare_for_speed(net, optim, architecture)
+        make = dpo_trainer_factory(net, tok, optim, beta=beta, nll_weight=nll_weight, lr=lr, report_to=report_to, shared_reference=shared is not None)
+        fit = None
+        if split is None:
+            split, fit = shared_fit(fit_key('dpo', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
+                                    lambda: resolve_split(make, net, lambda: processed_pairs(make, data, optim), optim, optim.seed,
+                                                          steps if steps is not None else optim.steps))
+        if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
+        extra = {'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft'], **reference_evidence(reference),
+                 **({'fit': fit} if fit else {})}
+        def train(trainer, s: Split, retries: list):
+            return train_and_record(trainer, out_dir, model, tag=tag, warm_start=warm_start, lora=lora, optim=optim, dataset_path=pairs_path,
+                                    split=s, extra={**extra, **({'oom_retries': list(retries)} if retries else {})})
+        with timed('train', run=tag):
+            return train_falling_back(lambda s: make(s, steps, data, out_dir), train, net, split, optim.activation_checkpointing)
 
 def loss_log(adapter_dir: str | Path) -> 'pd.DataFrame':
     "The trainer's per-step log (loss, learning rate, rewards…) as a table."
@@ -969,22 +1020,23 @@ def dpo_reference(model: ModelRef, architecture: str, pairs_path: str | Path, lo
     from rsi_repro.io import package_versions
     path, key = reference_path(pairs_path), reference_key(model, pairs_path, warm_start, optim)
     if reference_is_current(path, key): return path
-    release_engines(keep_processes=True)
-    tok = load_tokenizer(replace(model, adapter=None))
-    net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)     # every arm's step 0
-    fused = _prepare_for_speed(net, optim, architecture)     # the layers the arms train with, fused kernels included
-    data, t0 = preference_rows(pairs_path), time.time()
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = dpo_trainer_factory(net, tok, optim, beta=1.0, nll_weight=0.0)(Split(optim.micro_batch, 1, False), 1, data, tmp, True)
-        batches = []
-        values, used = reference_logps_fitting(trainer, batch_size or optim.micro_batch, batches)
-        trainer.accelerator.free_memory()
-    del trainer, net; gc.collect()
-    if torch.cuda.is_available(): torch.cuda.empty_cache()
-    got = [values.get(i, (None, None)) for i in range(len(data))]        # a pair TRL drops (its prompt fills seq_len) has none
-    atomic_write_text(path, json.dumps({'key': key, 'pairs': len(data), 'kept': len(values), 'batch_size': used,
-                                        'asked_batch_size': batch_size or optim.micro_batch, 'batches': batches,
-                                        **({'kernel_modules': fused} if optim.kernels != 'none' else {}),
-                                        'seconds': round(time.time() - t0, 1), 'versions': package_versions(),
-                                        'ref_chosen_logps': [c for c, _ in got], 'ref_rejected_logps': [r for _, r in got]}))
-    return path
+    with reserved_memory_held():   # the cap on the allocator's cache while this process trains
+        release_engines(keep_processes=True)
+        tok = load_tokenizer(replace(model, adapter=None))
+        net = load_for_training(model, lora, architecture, warm_start, seed=optim.seed)     # every arm's step 0
+        fused = _prepare_for_speed(net, optim, architecture)     # the layers the arms train with, fused kernels included
+        data, t0 = preference_rows(pairs_path), time.time()
+        with tempfile.TemporaryDirectory() as tmp:
+            trainer = dpo_trainer_factory(net, tok, optim, beta=1.0, nll_weight=0.0)(Split(optim.micro_batch, 1, False), 1, data, tmp, True)
+            batches = []
+            values, used = reference_logps_fitting(trainer, batch_size or optim.micro_batch, batches)
+            trainer.accelerator.free_memory()
+        del trainer, net; gc.collect()
+        if torch.cuda.is_available(): torch.cuda.empty_cache()
+        got = [values.get(i, (None, None)) for i in range(len(data))]        # a pair TRL drops (its prompt fills seq_len) has none
+        atomic_write_text(path, json.dumps({'key': key, 'pairs': len(data), 'kept': len(values), 'batch_size': used,
+                                            'asked_batch_size': batch_size or optim.micro_batch, 'batches': batches,
+                                            **({'kernel_modules': fused} if optim.kernels != 'none' else {}),
+                                            'seconds': round(time.time() - t0, 1), 'versions': package_versions(),
+                                            'ref_chosen_logps': [c for c, _ in got], 'ref_rejected_logps': [r for _, r in got]}))
+        return path

@@ -251,6 +251,36 @@ def test_micro_batch_fit_on_a_gpu_starts_from_the_same_weights(tmp_path):
     plain = optim(micro_batch=ev['micro_batch'], grad_accum=ev['grad_accum'], steps=2, bf16=True, length_grouping=True)
     _, losses0, grads0 = run(tmp_path, 'plain', path, plain)
     assert losses == pytest.approx(losses0, rel=1e-3)
+    from rsi_repro.train import RESERVED_FRACTION
+    mem = ev['memory']                        # the run's own memory, under the training process's cap
+    assert mem['reserved_fraction'] == RESERVED_FRACTION and 0 < mem['peak_allocated_gib'] <= mem['peak_reserved_gib']
+    assert mem['peak_reserved_gib'] <= RESERVED_FRACTION * mem['gpu_gib'] and mem['cache_flushes'] >= 0
+    assert torch.cuda.get_per_process_memory_fraction(0) == 1.0          # put back once the stage is done
+
+
+@pytest.mark.gpu
+def test_a_training_process_holds_its_allocator_cache_under_the_cap(monkeypatch):
+    """Inside `reserved_memory_held` the allocator frees its cached blocks rather than reserve past the cap, and fails a
+    request the cap cannot hold; on leaving, the process is as it was. The user's own allocator setting (here: segments
+    that do not grow in place) is kept, so every freed block of a new size stays cached until the cap makes it go."""
+    from rsi_repro.train import memory_mark, memory_since, reserved_memory_held
+    monkeypatch.setenv('PYTORCH_CUDA_ALLOC_CONF', 'expandable_segments:False')
+    gib = 2**30
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    fraction = (torch.cuda.memory_reserved(0) + 6 * gib) / total         # 6 GiB above what this process holds now
+    with reserved_memory_held(fraction) as held:
+        assert held == {'reserved_fraction': pytest.approx(fraction), 'expandable_segments': None}
+        mark = memory_mark()
+        for i in range(40):                  # 36 GiB of blocks, each of a new size, each freed: uncapped, the cache keeps them
+            x = torch.empty((200 + 37 * i) * 2**20, dtype=torch.uint8, device='cuda'); del x
+        used = memory_since(mark)
+        assert used['peak_reserved_gib'] * gib <= fraction * total + 0.01 * gib and used['cache_flushes'] > 0
+        with pytest.raises(torch.OutOfMemoryError):
+            torch.empty(7 * gib, dtype=torch.uint8, device='cuda')
+    assert torch.cuda.get_per_process_memory_fraction(0) == 1.0
+    torch.empty(7 * gib, dtype=torch.uint8, device='cuda')             # the cap is gone with the context
+    torch.cuda.empty_cache()
 
 
 @pytest.fixture
