@@ -90,8 +90,9 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          IFS=';' read -ra joblist <<< "$jobs"
          for job in "${joblist[@]}"; do
            set -- $job; shape=$1; shift
+           log="$OUT/speed_${shape}_${1}_$(date +%H%M%S).log"     # timed: a later call's job of the same shape keeps its own log
            PYTHONPATH=/tmp/mamba_site:$PYTHONPATH python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
-             > "$OUT/speed_${shape}_${1}.log" 2>&1; tail -n 4 "$OUT/speed_${shape}_${1}.log"
+             > "$log" 2>&1; tail -n 4 "$log"
          done ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
