@@ -21,6 +21,9 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
   at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
   `trl-plain-MxG[-ckpt]` the same without them;
+- `unsloth-MxG[-ckpt]`: Unsloth's LoRA SFT (`FastLanguageModel`, its SFTTrainer and kernels, `use_gradient_checkpointing=
+  'unsloth'` with `-ckpt`) on the same targets, rows and split; Unsloth patches transformers, PEFT and TRL for the
+  whole process and must be imported before them, so its variants run in a process of their own;
 - `peak`: the GPU's bf16 matrix-product rate (n x n products, n = 4096, 8192, 16384), the peak every row's MFU is also
   read against once the file holds one;
 - `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
@@ -270,6 +273,94 @@ def trl_sft(config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_
     return out
 
 
+def unsloth_sft(folder, config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, lr=1.6e-5,
+                optim='adamw_torch_fused'):
+    """Unsloth's LoRA SFT as its docs set it up for a 16-bit base: `FastLanguageModel.from_pretrained` (load_in_4bit
+    False, load_in_16bit, bf16) of the shape's folder (built at random by `patched_loading`: Unsloth loads through
+    `AutoModelForCausalLM.from_pretrained`), `FastLanguageModel.get_peft_model` on the same targets, r and alpha, no
+    dropout, `use_gradient_checkpointing='unsloth'` with `checkpointing` (else False), and TRL's SFTTrainer, which
+    Unsloth replaces with its own at import (its fused loss, its padding-free batching where it chooses it). `optim`:
+    TRL's default, as `trl_sft` runs; Unsloth's SFTConfig would otherwise switch to 'adamw_8bit' (bitsandbytes). Same rows,
+    assistant masks, split, optimiser settings and timing as `trl_sft`; real tokens counted at the collator
+    (Unsloth's trainer logs no `num_tokens`), padded tokens there too (the loader draws one micro-batch ahead).
+
+    Refused (ValueError): no GPU; Unsloth not imported in this process before the call (main() must import it
+    before transformers, else its patches are partly missing); a model type other than the two studied here (both go
+    through Unsloth's generic `FastModel` path; nemotron_h has its own branch in it); an adapter other than plain
+    PEFT's on the same targets. On that last point: transformers 5 keeps the routed experts as 3-D Parameters, which
+    PEFT's `target_modules` never reach (the other variants adapt attention, Mamba in_proj and the shared expert only).
+    Given `up_proj`/`down_proj`, Unsloth would add them as `target_parameters` (rank r per expert: at r=768 and 128
+    experts ~20 B more trainable parameters on Nemotron-H), a different and far larger adapter; `target_parameters=[]`
+    keeps the same one, and the function checks that the adapted modules are the ones plain PEFT picks."""
+    import sys
+    if 'unsloth' not in sys.modules:
+        raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
+    import torch
+    import unsloth  # noqa: F401
+    from unsloth import FastLanguageModel
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+    if device() != 'cuda': raise ValueError("Unsloth trains on a GPU (its kernels are Triton's)")
+    if config.model_type not in ('qwen3_moe', 'nemotron_h'):
+        raise ValueError(f"unsloth variant only set up for qwen3_moe and nemotron_h, not {config.model_type}")
+    free()
+    loads = []
+    with patched_loading(folder, config):
+        from transformers import AutoModelForCausalLM
+        faked = AutoModelForCausalLM.from_pretrained.__func__
+        def seen(cls, name, *a, **k):      # what Unsloth asks the loader for (the random model ignores the extras)
+            loads.append({'name': str(name), **{x: str(k[x]) for x in ('attn_implementation', 'dtype', 'torch_dtype', 'device_map') if x in k}})
+            return faked(cls, name, *a, **k)
+        AutoModelForCausalLM.from_pretrained = classmethod(seen)
+        t0 = time.perf_counter()
+        model, _ = FastLanguageModel.from_pretrained(model_name=str(folder), max_seq_length=2048, dtype=torch.bfloat16,
+                                                     load_in_4bit=False, load_in_8bit=False, load_in_16bit=True,
+                                                     full_finetuning=False, local_files_only=True, random_state=seed,
+                                                     use_gradient_checkpointing='unsloth' if checkpointing else False)
+    if not loads or loads[0]['name'] != str(folder):
+        raise ValueError(f"Unsloth did not load {folder} through AutoModelForCausalLM.from_pretrained: {loads}")
+    model = FastLanguageModel.get_peft_model(model, r=r, lora_alpha=alpha, lora_dropout=0.0, bias='none', target_modules=list(targets),
+                                             target_parameters=[], use_gradient_checkpointing='unsloth' if checkpointing else False,
+                                             random_state=seed, use_rslora=False, loftq_config=None)
+    load_seconds = time.perf_counter() - t0
+    adapted = sorted({n.rsplit('.', 1)[0].split('.lora_A')[0] for n, _ in model.named_parameters() if '.lora_A.' in n})
+    leaves = sorted({n.rsplit('.', 1)[-1] for n in adapted})
+    if not set(leaves) <= set(targets) or any('experts.' in n and 'shared' not in n for n in adapted):
+        raise ValueError(f"Unsloth adapted {leaves} (experts: {[n for n in adapted if 'experts' in n][:3]}), not the targets {targets}")
+    seconds, padded, real = [], [], []   # real and padded tokens per micro-batch, in the order the loader drew them
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
+        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
+    # no gradient_checkpointing here: Unsloth takes it from get_peft_model (TRL's default True would be overridden)
+    args = SFTConfig(output_dir=f'/tmp/rsi_train_speed/unsloth_{arch}', per_device_train_batch_size=micro_batch,
+                     gradient_accumulation_steps=grad_accum, bf16=True, max_steps=steps, learning_rate=lr, lr_scheduler_type='constant',
+                     max_grad_norm=1.0, logging_steps=1, save_strategy='no', report_to=[], seed=seed, max_length=2048,
+                     dataloader_num_workers=0, disable_tqdm=True, dataset_num_proc=1, optim=optim)
+    data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[Timer()])
+    collate = trainer.data_collator
+    def counting(features):   # Unsloth's trainer logs no `num_tokens`: count here (padding-free rows come as one (1, N) row)
+        batch = collate(features); padded.append(batch['input_ids'].numel())
+        real.append(int(batch['attention_mask'].sum()) if 'attention_mask' in batch else batch['input_ids'].numel()); return batch
+    trainer.data_collator = counting
+    trainer.train()
+    log = [x for x in trainer.state.log_history if 'loss' in x]
+    n = len(seconds) * grad_accum         # the loader's look-ahead lies past the end
+    step_tokens = [sum(real[k * grad_accum:(k + 1) * grad_accum]) for k in range(len(seconds))]
+    params = [p for p in model.parameters() if p.requires_grad]
+    out = {'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
+           'settings': {'unsloth': unsloth.__version__, 'use_gradient_checkpointing': 'unsloth' if checkpointing else False,
+                        'padding_free': bool(getattr(trainer.args, 'padding_free', False)), 'packing': bool(getattr(trainer.args, 'packing', False)),
+                        'optim': str(trainer.args.optim), 'adapted_leaves': leaves, 'loaded_with': loads[0],
+                        'unsloth_sft_trainer': bool(getattr(SFTTrainer, '_unsloth_auto_packing_wrapped', False))},
+           'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': step_tokens,
+           'training_tokens': sum(step_tokens), 'padded_tokens': sum(padded[:n]), 'losses': [round(x['loss'], 4) for x in log],
+           'trainable_parameters': sum(p.numel() for p in params), 'load_and_peft_seconds': round(load_seconds, 1), **peak()}
+    del trainer, model, params; free()
+    return out
+
+
 def kernel_check(arch):
     "A small Nemotron-H, loss and gradients through the Mamba kernels against transformers' PyTorch fallback (same weights)."
     import torch
@@ -424,7 +515,10 @@ def summarise(doc) -> list[dict]:
                         'library': r['variant'] in LIBRARY_VARIANTS, 'note': m.get('note', ''), 'mamba_kernels': kernels,
                         'tokens_per_s': r['tokens_per_s'], 'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
                         'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r['padding_fraction'],
-                        'peak_gib': r['peak_gib'], 'settings': r.get('settings'), 'lora_r': r.get('lora', s['lora'])['r'],
+                        'peak_gib': r['peak_gib'], 'peak_reserved_gib': r.get('peak_reserved_gib'),
+                        'reserved_of_device': (round(r['peak_reserved_gib'] / m['gpu_gib'], 3) if r.get('peak_reserved_gib') and m.get('gpu_gib') else None),
+                        'cache_flushes': (r.get('memory') or {}).get('cache_flushes'), 'tag': r.get('tag', ''),
+                        'allocator': m.get('allocator'), 'settings': r.get('settings'), 'lora_r': r.get('lora', s['lora'])['r'],
                         'effective_batch': r['micro_batch'] * r['grad_accum'] if stage == 'dpo' else s['effective_batch'],
                         'mean_row_tokens': (round(r['training_tokens'] / (len(r['step_seconds']) * r['micro_batch'] * r['grad_accum']), 1) if stage == 'dpo'
                                             else s['mean_row_tokens']),
@@ -476,7 +570,7 @@ def rate_rows(summary) -> dict[str, dict]:
     from rsi_repro.estimate import kernels_tag
     rows = {}
     for row in summary:
-        if row['library'] and row['shape'] in ESTIMATE_SHAPES:
+        if row['library'] and row['shape'] in ESTIMATE_SHAPES and not row.get('tag'):   # a tag marks a departure from the library's own run
             rows[f"train.{row['stage']}{kernels_tag(row_kernels(row))}.{ESTIMATE_SHAPES[row['shape']]}"] = row
     return rows
 
@@ -556,6 +650,11 @@ def main():
         for k, v in doc['rates'].items(): print(f"{k}: {v['value']:,.1f} {v['unit']}")
         return
     if a.shape is None: ap.error('--shape is required (or --rates-only)')
+    unsloth_variants = [v for v in a.variants if v.startswith('unsloth-')]
+    if unsloth_variants and len(unsloth_variants) < len(a.variants):   # its patches would time the others too
+        ap.error(f"run the Unsloth variants ({', '.join(unsloth_variants)}) in a process of their own")
+    if unsloth_variants:
+        import unsloth  # noqa: F401  (before torch, transformers, peft and trl, as Unsloth requires)
     import torch, transformers, peft
     from transformers import AutoTokenizer
     from rsi_repro.config import Lora
@@ -571,14 +670,14 @@ def main():
     mix = work / f'mix_{a.rows}_{a.seed}.npz'; write_mix(mix, ids, masks)
     targets = lora_targets(Lora(r=a.r, alpha=a.alpha), arch)
     versions = {'torch': torch.__version__, 'transformers': transformers.__version__, 'peft': peft.__version__}
-    for name in ('trl', 'mamba_ssm', 'causal_conv1d'):
+    for name in ('trl', 'mamba_ssm', 'causal_conv1d') + (('unsloth', 'unsloth_zoo') if unsloth_variants else ()):
         try: versions[name] = __import__(name).__version__
         except Exception as e: versions[name] = f'not installed ({type(e).__name__})'
     lengths = [len(x) for x in ids]
     gpu = torch.cuda.is_available()
     meta = {'date': time.strftime('%Y-%m-%d'), 'device': torch.cuda.get_device_name() if gpu else 'cpu',
             'gpu_gib': round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1) if gpu else None,
-            'versions': versions, 'argv': sys.argv, **({'note': a.note} if a.note else {})}
+            'versions': versions, 'argv': sys.argv, 'allocator': os.environ.get('PYTORCH_CUDA_ALLOC_CONF', ''), **({'note': a.note} if a.note else {})}
     shape = {'name': a.shape, 'architecture': arch, 'lora': {'r': a.r, 'alpha': a.alpha, 'targets': targets},
              'effective_batch': a.eff, 'rows': a.rows, 'mean_row_tokens': round(sum(lengths) / len(lengths), 1), 'max_row_tokens': max(lengths),
              'supervised_fraction': round(sum(map(sum, masks)) / sum(lengths), 3)}
@@ -604,6 +703,9 @@ def main():
                 plain = v.startswith('trl-plain-')
                 m, g = map(int, v.split('-')[2 if plain else 1].split('x'))
                 res = trl_sft(config, tok, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed, liger=not plain)
+            elif v.startswith('unsloth-'):     # unsloth-MxG[-ckpt]
+                m, g = map(int, v.split('-')[1].split('x'))
+                res = unsloth_sft(folder, config, tok, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed)
             elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
                 split = None
                 if v != 'ours-dpo':

@@ -87,13 +87,27 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # a part of the list, in its order. Without the shipped site, this lane needs only trl, datasets, multiprocess
          # (.pipeline_wheels) and dill (which the site ships; datasets reads its version at import) in /tmp/site.
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
+         # A job may begin with VAR=value words (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False): its environment,
+         # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels (unsloth, unsloth_zoo and a
+         # bitsandbytes slimmed to its CUDA 13 library, installed --no-deps: their metadata caps trl and datasets below the
+         # pipeline's pins), on the path of their own jobs only, offline. The GPU's clocks, power and temperature are
+         # sampled every 2 s while the lane runs (clocks.csv), so that a slow stretch can be told from a throttled card.
+         [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
+         nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active,memory.used \
+           --format=csv -l 2 > "$OUT/clocks.csv" 2>/dev/null & clocks=$!
          IFS=';' read -ra joblist <<< "$jobs"
          for job in "${joblist[@]}"; do
-           set -- $job; shape=$1; shift
+           set -- $job; envs=()
+           while [[ "${1:-}" == *=* ]]; do envs+=("$1"); shift; done
+           shape=$1; shift
+           path=/tmp/mamba_site:$PYTHONPATH
+           [[ "$*" == *unsloth-* ]] && { path=/tmp/unsloth_site:$path
+             envs+=(HF_HUB_OFFLINE=1 UNSLOTH_DISABLE_STATISTICS=1 UNSLOTH_COMPILE_LOCATION=/tmp/unsloth_compiled_cache); }
            log="$OUT/speed_${shape}_${1}_$(date +%H%M%S).log"     # timed: a later call's job of the same shape keeps its own log
-           PYTHONPATH=/tmp/mamba_site:$PYTHONPATH python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append --out "$OUT/train_speed.json" \
-             > "$log" 2>&1; tail -n 4 "$log"
-         done ;;
+           echo "$(date +%T) ${envs[*]} $shape $*" >> "$OUT/speed_jobs.txt"
+           env PYTHONPATH="$path" "${envs[@]}" python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append \
+             --out "$OUT/train_speed.json" --tag "$(printf '%s ' "${envs[@]}" | grep -o 'PYTORCH_CUDA_ALLOC_CONF=[^ ]*' || true)" > "$log" 2>&1; tail -n 4 "$log"
+         done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
   *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|caches ..." >&2; exit 2 ;;
