@@ -17,6 +17,7 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 - `ours`: `rsi_repro.train.train_sft` with micro_batch_fit, activation_checkpointing auto, lora_compute bf16 and
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
   `ours-liger` the same with `optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers);
+  `ours-compile-blocks` with `kernels: compile` compiling each decoder layer whole instead (an experiment; it sets no rate);
   `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
   at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
@@ -69,6 +70,25 @@ def indexed_rows():
     finally:
         T._ROUTED_ROWS.pop('fn', None)
         if saved is not None: T._ROUTED_ROWS['fn'] = saved
+
+
+@contextlib.contextmanager
+def compiled_blocks():
+    """`optim.kernels: compile` with each decoder layer compiled whole, one region per layer (the norms, rotary, attention's
+    and the router's elementwise work, the residual adds), as Unsloth compiles its blocks, in place of the norms and
+    experts' activations alone. Shapes are made dynamic after the first length seen (dynamo's automatic dynamic: marking
+    them dynamic up front fails in inductor on the attention's padding-free reshapes, torch 2.13). Layers of one class
+    share their compiled code; a layer that would recompile past dynamo's limit fails the run."""
+    import torch, rsi_repro.train as T
+    def blocks(net):
+        import torch._dynamo
+        if hasattr(torch._dynamo.config, 'fail_on_recompile_limit_hit'): torch._dynamo.config.fail_on_recompile_limit_hit = True
+        for name, m in net.named_modules():
+            if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
+                for layer in m: layer.compile(dynamic=None)   # automatic: dynamic=True fails in inductor's shape algebra
+    saved = T.compile_layers; T.compile_layers = blocks
+    try: yield
+    finally: T.compile_layers = saved
 
 
 def sync():
@@ -697,6 +717,8 @@ def main():
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
+            elif v == 'ours-compile-blocks':
+                with compiled_blocks(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v == 'ours-indexed':
                 with indexed_rows(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff)
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without
