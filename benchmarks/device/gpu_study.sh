@@ -31,7 +31,8 @@ start) shift; rm -rf /tmp/study.lanes; mkdir -p /tmp/study_out /tmp/study.lanes
          OUT=/tmp/study_out setsid nohup bash -c "bash '$0' ${lane//,/ } ; touch /tmp/study.lanes/$lane.done" > "/tmp/study.$lane.log" 2>&1 < /dev/null &
          echo "$lane" >> /tmp/study.lanes/all; echo "started in the background: ${lane//,/ }"; sleep 5   # one kernel spec install at a time
        done; exit 0 ;;
-wait)  lanes=$(wc -l < /tmp/study.lanes/all)
+wait)  [ -f /tmp/study.lanes/all ] || { echo "no lanes were started on this machine (a fresh one: the last was released); nothing to wait for" >&2; exit 3; }
+       lanes=$(wc -l < /tmp/study.lanes/all)
        for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ "$(ls /tmp/study.lanes/*.done 2>/dev/null | wc -l)" -ge "$lanes" ] && break; sleep 5; done
        mkdir -p "${OUT:-/tmp/out}"; tar -czf "${OUT:-/tmp/out}/study.tgz" -C /tmp/study_out . 2>/dev/null   # one file: $OUT returns 8
        for c in triton_cache flashinfer_cache; do [ -f /tmp/$c.tgz ] && cp /tmp/$c.tgz "${OUT:-/tmp/out}/"; done
