@@ -17,7 +17,9 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 - `ours`: `rsi_repro.train.train_sft` with micro_batch_fit, activation_checkpointing auto, lora_compute bf16 and
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
   `ours-liger` the same with `optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers);
-  `ours-compile-blocks` with `kernels: compile` compiling each decoder layer whole instead (an experiment; it sets no rate);
+  `ours-compile` with `kernels: compile` (the base's regions through torch.compile: whole decoder layers on Qwen3-MoE,
+  norms and activations on Nemotron-H, `train.COMPILE_REGIONS`); `ours-compile-norms` the norms and activations alone on
+  every architecture, the regions before whole layers (a baseline; it sets no rate);
   `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
   at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
@@ -73,22 +75,14 @@ def indexed_rows():
 
 
 @contextlib.contextmanager
-def compiled_blocks():
-    """`optim.kernels: compile` with each decoder layer compiled whole, one region per layer (the norms, rotary, attention's
-    and the router's elementwise work, the residual adds), as Unsloth compiles its blocks, in place of the norms and
-    experts' activations alone. Shapes are made dynamic after the first length seen (dynamo's automatic dynamic: marking
-    them dynamic up front fails in inductor on the attention's padding-free reshapes, torch 2.13). Layers of one class
-    share their compiled code; a layer that would recompile past dynamo's limit fails the run."""
-    import torch, rsi_repro.train as T
-    def blocks(net):
-        import torch._dynamo
-        if hasattr(torch._dynamo.config, 'fail_on_recompile_limit_hit'): torch._dynamo.config.fail_on_recompile_limit_hit = True
-        for name, m in net.named_modules():
-            if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
-                for layer in m: layer.compile(dynamic=None)   # automatic: dynamic=True fails in inductor's shape algebra
-    saved = T.compile_layers; T.compile_layers = blocks
+def compiled_norms():
+    """`optim.kernels: compile` with the small regions on every architecture, each RMSNorm and experts activation alone, as
+    the library compiled them before whole decoder layers (`train.COMPILE_REGIONS`): the same-run baseline for that choice."""
+    import rsi_repro.train as T
+    saved = dict(T.COMPILE_REGIONS)
+    T.COMPILE_REGIONS.update({k: T.compile_norms_and_activations for k in saved})
     try: yield
-    finally: T.compile_layers = saved
+    finally: T.COMPILE_REGIONS.clear(); T.COMPILE_REGIONS.update(saved)
 
 
 def sync():
@@ -239,7 +233,7 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
     res = {'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
            'settings': {k: v for k, v in ev['optim_settings'].items() if k in ('micro_batch', 'grad_accum', 'bf16', 'activation_checkpointing',
                         'micro_batch_fit', 'length_grouping', 'padding_free', 'lora_compute', 'kernels')},
-           **({'kernel_modules': ev['kernel_modules']} if 'kernel_modules' in ev else {}),
+           **({k: ev[k] for k in ('kernel_modules', 'compile_regions') if k in ev}),
            'step_seconds': ev['step_seconds'], 'step_tokens': tokens, 'training_tokens': ev['training_tokens'],
            'padded_tokens': ev['padded_tokens'], 'fit': ev.get('fit'), 'wall_seconds_with_fit_and_save': round(total, 1),
            'losses': [round(x['loss'], 4) for x in log], **peak(), **({'memory': ev['memory']} if 'memory' in ev else {})}
@@ -538,6 +532,7 @@ def summarise(doc) -> list[dict]:
                         'peak_gib': r['peak_gib'], 'peak_reserved_gib': r.get('peak_reserved_gib'),
                         'reserved_of_device': (round(r['peak_reserved_gib'] / m['gpu_gib'], 3) if r.get('peak_reserved_gib') and m.get('gpu_gib') else None),
                         'cache_flushes': (r.get('memory') or {}).get('cache_flushes'), 'tag': r.get('tag', ''),
+                        **({'compile_regions': r['compile_regions']} if 'compile_regions' in r else {}),
                         'allocator': m.get('allocator'), 'settings': r.get('settings'), 'lora_r': r.get('lora', s['lora'])['r'],
                         'effective_batch': r['micro_batch'] * r['grad_accum'] if stage == 'dpo' else s['effective_batch'],
                         'mean_row_tokens': (round(r['training_tokens'] / (len(r['step_seconds']) * r['micro_batch'] * r['grad_accum']), 1) if stage == 'dpo'
@@ -596,7 +591,13 @@ def rate_rows(summary) -> dict[str, dict]:
 
 
 KERNEL_WORDS = {'none': '', 'compile': "RMSNorms and experts' activations compiled by torch.compile (optim.kernels: compile)",
-                'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)"}
+                'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)",
+                'compile_decoder_layers': "each decoder layer compiled whole by torch.compile (optim.kernels: compile)"}
+
+def kernel_words(row) -> str:
+    "What the row's fused layers were, in words: for `compile`, the regions its run compiled (rows before they were recorded: the norms)."
+    kernels = row_kernels(row)
+    return KERNEL_WORDS[row.get('compile_regions') if kernels == 'compile' and row.get('compile_regions') in KERNEL_WORDS else kernels]
 
 def rates_from_summary(summary) -> dict[str, dict]:
     "The file's `rates` section: per measured shape and stage the library row's tokens/s, and what it is."
@@ -604,7 +605,7 @@ def rates_from_summary(summary) -> dict[str, dict]:
     for key, row in rate_rows(summary).items():
         st = row['settings'] or {}
         how = ', '.join(x for x in ['padding-free' if st.get('padding_free') else '', 'length-grouped' if st.get('length_grouping') else '',
-                                    f"{st['lora_compute']} LoRA inputs" if st.get('lora_compute') else '', KERNEL_WORDS[row_kernels(row)]] if x)
+                                    f"{st['lora_compute']} LoRA inputs" if st.get('lora_compute') else '', kernel_words(row)] if x)
         split = (f"micro-batch {row['micro_batch']} x grad-accum {row['grad_accum']}"
                  + (' (fitted by micro_batch_fit)' if st.get('micro_batch_fit') else '')
                  + f", activation checkpointing {'on' if row['activation_checkpointing'] else 'off'}")
@@ -717,8 +718,8 @@ def main():
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
-            elif v == 'ours-compile-blocks':
-                with compiled_blocks(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
+            elif v == 'ours-compile-norms':
+                with compiled_norms(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v == 'ours-indexed':
                 with indexed_rows(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff)
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without

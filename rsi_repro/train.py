@@ -19,9 +19,10 @@ from .layout import EVIDENCE
 from .typed import from_dict, to_dict
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS', 'FIT_MEMORY_FRACTION',
-           'FIT_MARGIN', 'RESERVED_FRACTION', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount',
-           'count_trained', 'Split', 'trainer_kwargs', 'check_kernels', 'compile_layers', 'apply_kernels',
+__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_REGIONS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS',
+           'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'lora_targets', 'lora_config', 'load_for_training',
+           'TokenCount', 'count_trained', 'Split', 'trainer_kwargs', 'check_kernels', 'compile_norms_and_activations',
+           'compile_decoder_layers', 'base_model_type', 'compile_regions', 'compile_layers', 'apply_kernels',
            'kernel_modules', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler',
            'trainer_class', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'routed_rows',
            'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory', 'reserved_memory_held',
@@ -168,25 +169,55 @@ def check_kernels(kernels: str, model_type: str) -> None:
         raise ValueError(f"optim.kernels: liger: liger-kernel has no kernels for {model_type} (it has them for "
                          f"{', '.join(sorted(supported))}); set optim.kernels: none")
 
-def compile_layers(net) -> None:
-    """`optim.kernels: compile`: torch.compile each RMSNorm (a chain of casts, a power, a mean and products, one kernel
-    compiled; the Mamba mixers' gated norm is not one, mamba-ssm fuses it already) and each experts module's activation,
-    with dynamic shapes, since every micro-batch has its own length. Layers of one class share their compiled code; a
-    layer that would have to compile once too often fails instead of falling back to eager without a word."""
-    import torch, torch._dynamo
-    cfg = torch._dynamo.config
-    if hasattr(cfg, 'fail_on_recompile_limit_hit'): cfg.fail_on_recompile_limit_hit = True
+def compile_norms_and_activations(net) -> None:
+    """Each RMSNorm (a chain of casts, a power, a mean and products, one kernel compiled; the Mamba mixers' gated norm is
+    not one, mamba-ssm fuses it already) and each experts module's activation, with dynamic shapes, since every
+    micro-batch has its own length: the regions that hold on any architecture, the Mamba kernels' graph breaks included."""
+    import torch
     for m in net.modules():
         if m._get_name().endswith('RMSNorm'): m.compile(dynamic=True)
         elif getattr(m, 'has_gate', None) is True: m._apply_gate = torch.compile(m._apply_gate, dynamic=True)
         elif getattr(m, 'has_gate', None) is False and isinstance(getattr(m, 'act_fn', None), torch.nn.Module):
             m.act_fn.compile(dynamic=True)
 
+def compile_decoder_layers(net) -> None:
+    """Each decoder layer whole, one region a layer: its norms, rotary, the attention's and the router's elementwise work
+    and the residual adds fuse across module boundaries, which the norms alone cannot. Shapes turn dynamic at the second
+    length a layer sees (dynamo's automatic dynamic; marking them dynamic up front fails in inductor's shape algebra on
+    the padding-free reshapes, torch 2.13)."""
+    import torch
+    for name, m in net.named_modules():
+        if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
+            for layer in m: layer.compile(dynamic=None)
+
+COMPILE_REGIONS = {'llama': compile_decoder_layers, 'qwen2': compile_decoder_layers, 'qwen3': compile_decoder_layers,
+                   'qwen3_moe': compile_decoder_layers,
+                   'nemotron_h': compile_norms_and_activations}   # its Mamba mixers' C extension breaks a whole layer's graph
+
+def base_model_type(net) -> str:
+    "The base's `config.model_type` (a PEFT model hands its base's config through); '' for a module without one."
+    return getattr(getattr(net, 'config', None), 'model_type', '')
+
+def compile_regions(model_type: str):
+    "The regions `optim.kernels: compile` hands to torch.compile for a model type; the norms and activations where none is listed."
+    return COMPILE_REGIONS.get(model_type, compile_norms_and_activations)
+
+def compile_layers(net) -> str:
+    """`optim.kernels: compile`: the base's regions through torch.compile (which regions: `COMPILE_REGIONS`, by model type);
+    their name, for the evidence. Layers of one class share their compiled code; a layer that would have to compile once
+    too often fails instead of falling back to eager without a word."""
+    import torch._dynamo
+    cfg = torch._dynamo.config
+    if hasattr(cfg, 'fail_on_recompile_limit_hit'): cfg.fail_on_recompile_limit_hit = True
+    regions = compile_regions(base_model_type(net))
+    regions(net)
+    return regions.__name__
+
 def apply_kernels(net, kernels: str) -> int:
     """Put the fused kernels in the model itself (not through the trainer, which applies them only inside `train()`), so that
     every pass over it, a training step or the DPO arms' shared reference pass, runs the same layers; how many modules run them."""
     if kernels == 'none': return 0
-    check_kernels(kernels, getattr(getattr(net, 'config', None), 'model_type', ''))
+    check_kernels(kernels, base_model_type(net))
     if kernels == 'compile': compile_layers(net)
     else:
         from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
@@ -738,6 +769,7 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
            'effective_batch': split.micro_batch * split.grad_accum * ranks,
            'padded_tokens': padded, 'step_seconds': [round(s, 4) for s in timer.seconds]}
     if optim.kernels != 'none': run['kernel_modules'] = kernel_modules(trainer.model)   # what ran them, not only what was asked
+    if optim.kernels == 'compile': run['compile_regions'] = compile_regions(base_model_type(trainer.model)).__name__
     if mark is not None: run['memory'] = memory_since(mark)
     return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
                           lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
