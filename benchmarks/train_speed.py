@@ -20,6 +20,8 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   `ours-compile` with `kernels: compile` (the base's regions through torch.compile: whole decoder layers on Qwen3-MoE,
   norms and activations on Nemotron-H, `train.COMPILE_REGIONS`); `ours-compile-norms` the norms and activations alone on
   every architecture, the regions before whole layers (a baseline; it sets no rate);
+  `ours-compile-padN` with each micro-batch padded to a multiple of N tokens (an experiment on a fresh process's slow
+  first steps; it sets no rate);
   `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
   at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
@@ -83,6 +85,19 @@ def compiled_norms():
     T.COMPILE_REGIONS.update({k: T.compile_norms_and_activations for k in saved})
     try: yield
     finally: T.COMPILE_REGIONS.clear(); T.COMPILE_REGIONS.update(saved)
+
+
+@contextlib.contextmanager
+def padded_to(multiple: int):
+    """Each micro-batch padded to a multiple of `multiple` tokens (TRL's `pad_to_multiple_of`), an experiment: Triton
+    specialises a kernel's integer arguments on their divisibility by 16, so lengths that are all multiples of 16 would
+    ask the Mamba kernels for fewer compiled variants than a fresh process's first steps meet. The rate still counts real
+    tokens only."""
+    import rsi_repro.train as T
+    saved = T.trainer_kwargs
+    T.trainer_kwargs = lambda *a, **k: {**saved(*a, **k), 'pad_to_multiple_of': multiple}
+    try: yield
+    finally: T.trainer_kwargs = saved
 
 
 def sync():
@@ -718,6 +733,9 @@ def main():
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
+            elif v.startswith('ours-compile-pad'):    # ours-compile-padN: micro-batches padded to a multiple of N tokens
+                with padded_to(int(v.removeprefix('ours-compile-pad'))):
+                    res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v == 'ours-compile-norms':
                 with compiled_norms(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v == 'ours-indexed':
