@@ -92,10 +92,10 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels (unsloth, unsloth_zoo and a
          # bitsandbytes slimmed to its CUDA 13 library, installed --no-deps: their metadata caps trl and datasets below the
          # pipeline's pins), on the path of their own jobs only, offline. The GPU's clocks, power and temperature are
-         # sampled every 2 s while the lane runs (clocks.csv), so that a slow stretch can be told from a throttled card.
+         # sampled every 2 s while the lane runs (clocks_HHMMSS.csv, one file per lane run: a later call on the same machine keeps the earlier file), so that a slow stretch can be told from a throttled card.
          [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
          nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active,memory.used \
-           --format=csv -l 2 > "$OUT/clocks.csv" 2>/dev/null & clocks=$!
+           --format=csv -l 2 > "$OUT/clocks_$(date +%H%M%S).csv" 2>/dev/null & clocks=$!
          IFS=';' read -ra joblist <<< "$jobs"
          for job in "${joblist[@]}"; do
            set -- $job; envs=()
