@@ -169,6 +169,7 @@ def check_kernels(kernels: str, model_type: str) -> None:
         raise ValueError(f"optim.kernels: liger: liger-kernel has no kernels for {model_type} (it has them for "
                          f"{', '.join(sorted(supported))}); set optim.kernels: none")
 
+# %% ../nbs/31_train.ipynb #c012kc
 def compile_norms_and_activations(net) -> None:
     """Each RMSNorm (a chain of casts, a power, a mean and products, one kernel compiled; the Mamba mixers' gated norm is
     not one, mamba-ssm fuses it already) and each experts module's activation, with dynamic shapes, since every
