@@ -605,14 +605,16 @@ def rate_rows(summary) -> dict[str, dict]:
     return rows
 
 
-KERNEL_WORDS = {'none': '', 'compile': "RMSNorms and experts' activations compiled by torch.compile (optim.kernels: compile)",
-                'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)",
-                'compile_decoder_layers': "each decoder layer compiled whole by torch.compile (optim.kernels: compile)"}
+KERNEL_WORDS = {'none': '', 'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)"}
+COMPILE_WORDS = {'compile_norms_and_activations': "RMSNorms and experts' activations compiled by torch.compile (optim.kernels: compile)",
+                 'compile_decoder_layers': "each decoder layer compiled whole by torch.compile (optim.kernels: compile)"}
 
 def kernel_words(row) -> str:
-    "What the row's fused layers were, in words: for `compile`, the regions its run compiled (rows before they were recorded: the norms)."
+    """What the row's fused layers were, in words: for `compile`, the regions its run compiled (`train.COMPILE_REGIONS`),
+    the norms and activations for rows from before the evidence recorded them."""
     kernels = row_kernels(row)
-    return KERNEL_WORDS[row.get('compile_regions') if kernels == 'compile' and row.get('compile_regions') in KERNEL_WORDS else kernels]
+    if kernels != 'compile': return KERNEL_WORDS[kernels]
+    return COMPILE_WORDS[row.get('compile_regions') or 'compile_norms_and_activations']
 
 def rates_from_summary(summary) -> dict[str, dict]:
     "The file's `rates` section: per measured shape and stage the library row's tokens/s, and what it is."

@@ -58,6 +58,11 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
     assert {(r['variant'], r['micro_batch'], r['grad_accum'], r['activation_checkpointing'], r['lora_r']) for r in dpo} == {
         ('ours-dpo', 2, 24, True, 64), ('ours-dpo', 6, 8, False, 64), ('ours-dpo', 3, 16, False, 64), ('ours-dpo', 4, 12, False, 64)}   # the profile's split, then fitted ones
     assert rows['train.dpo.nemotron_h-30b-a3b']['settings']['shared_reference'] is True
+    # a compile rate says which regions its run compiled, from the row's evidence
+    assert rows['train.sft-compile.qwen3_moe-30b-a3b']['compile_regions'] == 'compile_decoder_layers'
+    assert 'each decoder layer compiled whole' in DOC['rates']['train.sft-compile.qwen3_moe-30b-a3b']['what']
+    assert rows['train.sft-compile.nemotron_h-30b-a3b']['compile_regions'] == 'compile_norms_and_activations'
+    assert "RMSNorms and experts' activations" in DOC['rates']['train.sft-compile.nemotron_h-30b-a3b']['what']
 
 
 def test_the_summary_is_the_runs():
