@@ -20,8 +20,7 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   `ours-compile` with `kernels: compile` (the base's regions through torch.compile: whole decoder layers on Qwen3-MoE,
   norms and activations on Nemotron-H, `train.COMPILE_REGIONS`); `ours-compile-norms` the norms and activations alone on
   every architecture, the regions before whole layers (a baseline; it sets no rate);
-  `ours-compile-padN` with each micro-batch padded to a multiple of N tokens (an experiment on a fresh process's slow
-  first steps; it sets no rate);
+  `ours-compile-padN` with `optim.pad_to_multiple_of: N` (each micro-batch's length rounded up to a multiple of N);
   `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
   at micro-batch M x grad-accum G (refused where Liger has no kernels for the architecture: Nemotron-H);
@@ -85,19 +84,6 @@ def compiled_norms():
     T.COMPILE_REGIONS.update({k: T.compile_norms_and_activations for k in saved})
     try: yield
     finally: T.COMPILE_REGIONS.clear(); T.COMPILE_REGIONS.update(saved)
-
-
-@contextlib.contextmanager
-def padded_to(multiple: int):
-    """Each micro-batch padded to a multiple of `multiple` tokens (TRL's `pad_to_multiple_of`), an experiment: Triton
-    specialises a kernel's integer arguments on their divisibility by 16, so lengths that are all multiples of 16 would
-    ask the Mamba kernels for fewer compiled variants than a fresh process's first steps meet. The rate still counts real
-    tokens only."""
-    import rsi_repro.train as T
-    saved = T.trainer_kwargs
-    T.trainer_kwargs = lambda *a, **k: {**saved(*a, **k), 'pad_to_multiple_of': multiple}
-    try: yield
-    finally: T.trainer_kwargs = saved
 
 
 def sync():
@@ -207,14 +193,14 @@ def stock_loop(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_ac
     return out
 
 
-def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None, kernels='none'):
-    "The library's own train_sft with the fast settings, as a stage calls it (`kernels`: its optim.kernels)."
+def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None, kernels='none', pad=1):
+    "The library's own train_sft with the fast settings, as a stage calls it (`kernels`, `pad`: its optim.kernels, optim.pad_to_multiple_of)."
     import torch
     from transformers import TrainerCallback
     from rsi_repro.config import Lora, Optim
     from rsi_repro.generate import ModelRef
     from rsi_repro.train import train_sft
-    fast = dict(micro_batch_fit=True, activation_checkpointing='auto', lora_compute='bf16', kernels=kernels)
+    fast = dict(micro_batch_fit=True, activation_checkpointing='auto', lora_compute='bf16', kernels=kernels, pad_to_multiple_of=pad)
     fast.update(length_grouping=True) if arch == 'nemotron_h' else fast.update(padding_free=True)
     optim = Optim(lr=1.6e-5, micro_batch=2, grad_accum=eff // 2, seq_len=2048, seed=seed, steps=steps, warmup=0.02, bf16=True, **fast)
     dtype = 'bfloat16' if device() == 'cuda' else 'float32'
@@ -247,7 +233,7 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
     tokens = [cum[0]] + [b - a for a, b in zip(cum, cum[1:])]
     res = {'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
            'settings': {k: v for k, v in ev['optim_settings'].items() if k in ('micro_batch', 'grad_accum', 'bf16', 'activation_checkpointing',
-                        'micro_batch_fit', 'length_grouping', 'padding_free', 'lora_compute', 'kernels')},
+                        'micro_batch_fit', 'length_grouping', 'padding_free', 'lora_compute', 'kernels', 'pad_to_multiple_of')},
            **({k: ev[k] for k in ('kernel_modules', 'compile_regions') if k in ev}),
            'step_seconds': ev['step_seconds'], 'step_tokens': tokens, 'training_tokens': ev['training_tokens'],
            'padded_tokens': ev['padded_tokens'], 'fit': ev.get('fit'), 'wall_seconds_with_fit_and_save': round(total, 1),
@@ -735,9 +721,8 @@ def main():
             elif v == 'ours': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, a.profile_dir)
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
-            elif v.startswith('ours-compile-pad'):    # ours-compile-padN: micro-batches padded to a multiple of N tokens
-                with padded_to(int(v.removeprefix('ours-compile-pad'))):
-                    res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
+            elif v.startswith('ours-compile-pad'):    # ours-compile-padN: optim.pad_to_multiple_of N
+                res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=int(v.removeprefix('ours-compile-pad')))
             elif v == 'ours-compile-norms':
                 with compiled_norms(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v == 'ours-indexed':

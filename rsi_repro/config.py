@@ -133,6 +133,7 @@ class Optim:
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
     parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
     kernels: str = 'none'               # 'liger': Liger's RMSNorm and rotary kernels (a GPU); 'compile': torch.compile's
+    pad_to_multiple_of: int = 1         # a micro-batch's length rounded up to a multiple of this (padded rows, no padding_free)
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
@@ -148,6 +149,9 @@ class Optim:
                 raise ProfileError(where, f"{p}.activation_checkpointing", f"must be true, false or auto, got {self.activation_checkpointing!r}")
             if not self.micro_batch_fit:
                 raise ProfileError(where, f"{p}.activation_checkpointing", "auto needs micro_batch_fit: true (the fit decides it)")
+        positive(where, f"{p}.pad_to_multiple_of", self.pad_to_multiple_of)
+        if self.padding_free and self.pad_to_multiple_of > 1:
+            raise ProfileError(where, f"{p}.pad_to_multiple_of", "padding_free batches are one row of real tokens: leave it at 1")
         if self.length_grouping and self.padding_free:
             raise ProfileError(where, f"{p}.length_grouping", "padding_free batches carry no padding to group away: set one of the two")
         if self.lora_compute == 'bf16' and not self.bf16:

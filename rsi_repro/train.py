@@ -150,6 +150,7 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
     ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
     kw[ckpt] = split.activation_checkpointing
     if optim.schedule == 'cosine_with_min_lr': kw['lr_scheduler_kwargs'] = {'min_lr_rate': optim.min_lr_rate}
+    if optim.pad_to_multiple_of > 1: kw['pad_to_multiple_of'] = optim.pad_to_multiple_of
     if steps is not None: kw['max_steps'] = steps
     else: kw['num_train_epochs'] = optim.epochs
     return kw

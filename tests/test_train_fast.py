@@ -132,6 +132,24 @@ def test_nemotron_h_grouped_but_never_padding_free(tmp_path):
         train_sft(base, 'nemotron_h', path, Lora(r=8, alpha=16), optim(padding_free=True), tmp_path / 'pf', tag='pf', report_to=[])
 
 
+def test_micro_batches_padded_to_a_multiple_train_as_unpadded_ones(tmp_path):
+    """`optim.pad_to_multiple_of` on Nemotron-H (right padding, masked out of the loss, behind every real token of a causal
+    model): each micro-batch's length a multiple of 16, more padded tokens, the same losses and gradients as unpadded."""
+    base = tiny_base(tmp_path, 'nemotron_h')
+    path = mix(tmp_path, 8, base=base)
+    step = optim(micro_batch=4, grad_accum=2, steps=2, length_grouping=True)
+    ev0, l0, g0 = run(tmp_path, 'unpadded', path, step, base, 'nemotron_h')
+    ev16, l16, g16 = run(tmp_path, 'pad16', path, replace(step, pad_to_multiple_of=16), base, 'nemotron_h')
+    assert ev16['optim_settings']['pad_to_multiple_of'] == 16
+    assert ev16['training_tokens'] == ev0['training_tokens'] and ev16['padded_tokens'] > ev0['padded_tokens']
+    assert ev0['padded_tokens'] % 64 != 0 and ev16['padded_tokens'] % 64 == 0    # micro-batches of 4 rows, each padded to 16k
+    assert l16 == pytest.approx(l0, rel=1e-5)
+    close(g0[0], g16[0])
+    for a, b in zip(g0[1:], g16[1:]): close(a, b, 5e-3)
+    with pytest.raises(ProfileError, match="pad_to_multiple_of"):
+        replace(step, length_grouping=False, padding_free=True, pad_to_multiple_of=16).validate('p.yaml', 'sft.optim')
+
+
 def test_bf16_lora_inputs_are_the_same_computation_under_autocast():
     """Under bf16 autocast the LoRA branch computes in bf16 whether or not its input is first up-cast to fp32 (PEFT's
     default): the gradients are bit-identical; both match an fp32 run within bf16's tolerance."""

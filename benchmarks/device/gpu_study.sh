@@ -84,7 +84,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # optim.kernels: liger, in a process of their own (Liger patches the architecture for the whole process); Liger
          # has no kernels for Nemotron-H (its trl-8x6 row records the refusal).
          # `ours-indexed` beside `ours`: the experts' routed rows moved by plain indexing, as before train.routed_rows;
-         # `ours-compile`: optim.kernels: compile. SPEED_JOBS (jobs separated by ';', each a shape and its variants) runs
+         # `ours-compile`: optim.kernels: compile. STEPS (default 21: 20 timed after the warm-up) sets each variant's steps. SPEED_JOBS (jobs separated by ';', each a shape and its variants) runs
          # a part of the list, in its order. Without the shipped site, this lane needs only trl, datasets, multiprocess
          # (.pipeline_wheels) and dill (which the site ships; datasets reads its version at import) in /tmp/site.
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
@@ -106,7 +106,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
              envs+=(HF_HUB_OFFLINE=1 UNSLOTH_DISABLE_STATISTICS=1 UNSLOTH_COMPILE_LOCATION=/tmp/unsloth_compiled_cache); }
            log="$OUT/speed_${shape}_${1}_$(date +%H%M%S).log"     # timed: a later call's job of the same shape keeps its own log
            echo "$(date +%T) ${envs[*]} $shape $*" >> "$OUT/speed_jobs.txt"
-           env PYTHONPATH="$path" "${envs[@]}" python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps 21 --append \
+           env PYTHONPATH="$path" "${envs[@]}" python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps "${STEPS:-21}" --append \
              --out "$OUT/train_speed.json" --tag "$(printf '%s ' "${envs[@]}" | grep -o 'PYTORCH_CUDA_ALLOC_CONF=[^ ]*' || true)" > "$log" 2>&1; tail -n 4 "$log"
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
