@@ -527,7 +527,7 @@ def summarise(doc) -> list[dict]:
             if r['variant'] in ('kernel-check', 'peak') or 'error' in r or r.get('tokens_per_s') is None: continue
             stage = r.get('stage', 'sft')
             out.append({'shape': s['name'], 'architecture': s['architecture'], 'stage': stage, 'variant': r['variant'],
-                        'library': r['variant'] in LIBRARY_VARIANTS, 'note': m.get('note', ''), 'mamba_kernels': kernels,
+                        'library': is_library(r['variant']), 'note': m.get('note', ''), 'mamba_kernels': kernels,
                         'tokens_per_s': r['tokens_per_s'], 'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
                         'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r['padding_fraction'],
                         'peak_gib': r['peak_gib'], 'peak_reserved_gib': r.get('peak_reserved_gib'),
@@ -579,16 +579,27 @@ def row_kernels(row) -> str:
     "The fused layers a row ran with (`optim.kernels`): its settings say so since they record it; before, its variant did."
     return (row.get('settings') or {}).get('kernels') or LIBRARY_VARIANTS.get(row['variant'], 'none')
 
-def rate_rows(summary) -> dict[str, dict]:
-    """The summary row each rate comes from: per shape the estimate knows, per stage and per `optim.kernels`, the last
-    library row (`ours` for `train.sft.<shape>`, `ours-compile` for `train.sft-compile.<shape>`, `ours-dpo`, the profile's
-    DPO settings, for `train.dpo.<shape>`): the keys `rsi-repro estimate` asks for by the profile's kernels."""
-    from rsi_repro.estimate import kernels_tag
+def is_library(variant: str) -> bool:
+    "A variant that runs the library's own train_sft or train_dpo as a stage calls it (`ours-compile-padN`: with a profile's optim.pad_to_multiple_of)."
+    return variant in LIBRARY_VARIANTS or variant.startswith('ours-compile-pad')
+
+def commit_of(row) -> str:
+    "The commit a row's run measured (its note's first word, as the runs of a device session are noted), else its date."
+    return row['note'].split(';')[0].strip() if row['note'] else row['date']
+
+def rate_rows(summary) -> dict[str, list[dict]]:
+    """The summary rows each rate comes from: per shape the estimate knows, per stage and per what a rate's key names
+    (`optim.kernels`, `optim.pad_to_multiple_of`: `rsi_repro.estimate.training_tag`), the library's rows of the last
+    commit measured (`ours` for `train.sft.<shape>`, `ours-compile` for `train.sft-compile.<shape>`, `ours-compile-pad16`
+    for `train.sft-compile-pad16.<shape>`, `ours-dpo`, the profile's DPO settings, for `train.dpo.<shape>`): the keys
+    `rsi-repro estimate` asks for by the profile's settings. Several rows of one commit are repeated runs of one thing."""
+    from rsi_repro.estimate import training_tag
     rows = {}
     for row in summary:
         if row['library'] and row['shape'] in ESTIMATE_SHAPES and not row.get('tag'):   # a tag marks a departure from the library's own run
-            rows[f"train.{row['stage']}{kernels_tag(row_kernels(row))}.{ESTIMATE_SHAPES[row['shape']]}"] = row
-    return rows
+            pad = (row['settings'] or {}).get('pad_to_multiple_of', 1)
+            rows.setdefault(f"train.{row['stage']}{training_tag(row_kernels(row), pad)}.{ESTIMATE_SHAPES[row['shape']]}", []).append(row)
+    return {key: [r for r in rs if commit_of(r) == commit_of(rs[-1])] for key, rs in rows.items()}
 
 
 KERNEL_WORDS = {'none': '', 'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)"}
@@ -605,11 +616,15 @@ def kernel_words(row) -> str:
 def rates_from_summary(summary) -> dict[str, dict]:
     "The file's `rates` section: per measured shape and stage the library row's tokens/s, and what it is."
     out = {}
-    for key, row in rate_rows(summary).items():
+    for key, rows in rate_rows(summary).items():
+        row = rows[-1]
         st = row['settings'] or {}
         how = ', '.join(x for x in ['padding-free' if st.get('padding_free') else '', 'length-grouped' if st.get('length_grouping') else '',
+                                    f"micro-batches padded to a multiple of {st['pad_to_multiple_of']} tokens (optim.pad_to_multiple_of)"
+                                    if st.get('pad_to_multiple_of', 1) > 1 else '',
                                     f"{st['lora_compute']} LoRA inputs" if st.get('lora_compute') else '', kernel_words(row)] if x)
-        split = (f"micro-batch {row['micro_batch']} x grad-accum {row['grad_accum']}"
+        splits = sorted({(r['micro_batch'], r['grad_accum']) for r in rows}, reverse=True)
+        split = (' or '.join(f"micro-batch {m} x grad-accum {g}" for m, g in splits)
                  + (' (fitted by micro_batch_fit)' if st.get('micro_batch_fit') else '')
                  + f", activation checkpointing {'on' if row['activation_checkpointing'] else 'off'}")
         kernels = ('; Mamba-2 kernels (mamba-ssm, causal-conv1d)' if row['mamba_kernels'] else "; transformers' PyTorch Mamba scan"
@@ -626,7 +641,12 @@ def rates_from_summary(summary) -> dict[str, dict]:
                     f"target set, {split}, {how}{kernels}; effective batch {row['effective_batch']} of synthetic rows of "
                     f"{row['mean_row_tokens']:g} tokens on average, real tokens per second on one {row['device']}; "
                     f"benchmarks/train_speed.py, {row['date']}")
-        out[key] = {'value': row['tokens_per_s'], 'unit': 'tokens/s', 'what': what + (f"; {row['note']}" if row['note'] else '')}
+        if len(rows) > 1:
+            what += (f"; the median of {len(rows)} runs measured at {commit_of(row)} (tokens/s: "
+                     + ', '.join(f"{r['tokens_per_s']:,.1f} at {r['micro_batch']} x {r['grad_accum']}" for r in rows) + ")")
+        note = '; '.join(dict.fromkeys(r['note'] for r in rows if r['note']))
+        out[key] = {'value': round(statistics.median(r['tokens_per_s'] for r in rows), 1), 'unit': 'tokens/s',
+                    'what': what + (f"; {note}" if note else '')}
         if row.get('reference_tokens_per_s'):
             out[key.replace('train.dpo', 'train.dpo_reference', 1)] = {
                 'value': row['reference_tokens_per_s'], 'unit': 'tokens/s',

@@ -18,7 +18,7 @@ __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_P
            'GPU_BACKENDS', 'CPU_KINDS', 'EstimateError', 'Rate', 'lookup', 'read_rates', 'shape_of', 'Length',
            'card_lengths', 'run_lengths', 'Work', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work',
            'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work',
-           'kernels_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows',
+           'training_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows',
            'cpu_rows', 'format_estimate', 'to_json', 'estimate_command']
 
 # %% ../nbs/94_estimate.ipynb #c005
@@ -419,19 +419,23 @@ def profile_work(p: Profile, run: str | Path | None = None) -> list[Work]:
 GPU_BACKENDS = ('hf', 'vllm')
 CPU_KINDS = ('cpu.corpus_load_cold', 'cpu.banding', 'cpu.binarising', 'cpu.decontam_tokenise', 'cpu.decontam_scan', 'cpu.mix_tokenise')
 
-def kernels_tag(kernels: str) -> str:
-    "How a training rate's key names the fused layers it ran with (`optim.kernels`): nothing for none, '-compile', '-liger'."
-    return '' if kernels == 'none' else f'-{kernels}'
+def training_tag(kernels: str, pad_to_multiple_of: int = 1) -> str:
+    """How a training rate's key names what changes a step's speed but not its result: the fused layers (`optim.kernels`:
+    nothing for none, '-compile', '-liger') and the micro-batches' length multiple (`optim.pad_to_multiple_of`: '-pad16')."""
+    return ('' if kernels == 'none' else f'-{kernels}') + (f'-pad{pad_to_multiple_of}' if pad_to_multiple_of > 1 else '')
+
+def _optim_tag(optim) -> str: return training_tag(optim.kernels, optim.pad_to_multiple_of)
 
 def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The rate key each kind of work is priced with: generation by backend at the profile's batch size, training by the
-    fused layers its sections ask for (the SFT stages by the sft section's, DPO and its reference pass by the dpo section's),
-    and CPU steps. One rate prices every SFT stage, so sections that ask for other fused layers are refused, not mispriced."""
-    other = {f'{s}.optim.kernels: {getattr(profile, s).optim.kernels}' for s in ('repair', 'rounds')
-             if getattr(profile, s).optim.kernels != profile.sft.optim.kernels}
-    if other: raise EstimateError(f"{profile.path}: sft.optim.kernels is {profile.sft.optim.kernels}, but {', '.join(sorted(other))}: "
-                                  "the estimate prices every SFT stage at one rate; give them the same kernels")
-    sft, dpo = kernels_tag(profile.sft.optim.kernels), kernels_tag(profile.dpo.optim.kernels)
+    fused layers and padding its sections ask for (the SFT stages by the sft section's, DPO and its reference pass by the
+    dpo section's), and CPU steps. One rate prices every SFT stage, so sections that ask for others are refused, not mispriced."""
+    other = {f'{s}.optim (kernels {getattr(profile, s).optim.kernels}, pad_to_multiple_of {getattr(profile, s).optim.pad_to_multiple_of})'
+             for s in ('repair', 'rounds') if _optim_tag(getattr(profile, s).optim) != _optim_tag(profile.sft.optim)}
+    if other: raise EstimateError(f"{profile.path}: sft.optim has kernels {profile.sft.optim.kernels}, pad_to_multiple_of "
+                                  f"{profile.sft.optim.pad_to_multiple_of}, but {', '.join(sorted(other))}: the estimate prices "
+                                  "every SFT stage at one rate; give them the same kernels and pad_to_multiple_of")
+    sft, dpo = _optim_tag(profile.sft.optim), _optim_tag(profile.dpo.optim)
     keys = {'generate.hf': f"generate.hf.b{profile.serving.batch_size}.{shape}",
             'generate.vllm': f"generate.{'vllm-invariant' if profile.serving.vllm.batch_invariant else 'vllm'}.b{profile.serving.vllm.max_num_seqs}.{shape}",
             'train.sft': f"train.sft{sft}.{shape}", 'train.dpo': f"train.dpo{dpo}.{shape}",

@@ -4,6 +4,8 @@ either side, or a shape renamed on one side, fails here."""
 import copy
 import importlib.util
 import json
+import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from rsi_repro.config import load_profile
@@ -29,11 +31,14 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
     assert any(r['tag'] == 'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False' for r in tagged)
     assert not {r['tokens_per_s'] for r in tagged if r['date'] >= '2026-12-03'} & {v['value'] for v in DOC['rates'].values()}
     for key, rate in DOC['rates'].items():
-        (stage, _, kernels), name = key.split('.')[1].partition('-'), key.split('.', 2)[2]
+        (stage, _, tag), name = key.split('.')[1].partition('-'), key.split('.', 2)[2]
         shape = [s for s, n in ts.ESTIMATE_SHAPES.items() if n == name]
-        assert len(shape) == 1 and stage in ('sft', 'dpo', 'dpo_reference') and kernels in ('', 'compile', 'liger')
+        assert len(shape) == 1 and stage in ('sft', 'dpo', 'dpo_reference') and tag in ('', 'compile', 'liger', 'compile-pad16')
+        kernels, _, pad = tag.partition('-')
         rows = [r for r in library if r['shape'] == shape[0] and r['stage'] == stage.replace('dpo_reference', 'dpo')
-                and ts.row_kernels(r) == (kernels or 'none')]                 # each rate: the fused layers it ran with
+                and ts.row_kernels(r) == (kernels or 'none')                  # each rate: the fused layers it ran with
+                and (r['settings'] or {}).get('pad_to_multiple_of', 1) == int(pad.removeprefix('pad') or 1)]   # and its padding
+        rows = [r for r in rows if ts.commit_of(r) == ts.commit_of(rows[-1])]   # the last commit that measured it: repeated runs
         if stage == 'dpo_reference':                         # the reference pass the last DPO run timed apart
             whole = round(rows[-1]['reference_pairs'] * rows[-1]['mean_row_tokens'] / rows[-1]['reference_seconds'], 1)
             assert rate['value'] == rows[-1]['reference_tokens_per_s']
@@ -42,33 +47,37 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
                 assert rows[-1]['reference_steady'] is (rows[-1]['reference_timed_batches'] >= ts.STEADY_STEPS)   # 14 of 240 pairs: not
             else: assert rate['value'] == whole
             assert 'computed once for every arm' in rate['what']; continue
-        assert rate['value'] == rows[-1]['tokens_per_s'] and rate['unit'] == 'tokens/s'    # the last library run of shape and stage
+        assert rate['value'] == round(statistics.median(r['tokens_per_s'] for r in rows), 1) and rate['unit'] == 'tokens/s'
+        if len(rows) > 1:                                     # each run's own rate and split beside the median
+            assert f"the median of {len(rows)} runs measured at {ts.commit_of(rows[-1])}" in rate['what']
+            assert all(f"{r['tokens_per_s']:,.1f} at {r['micro_batch']} x {r['grad_accum']}" in rate['what'] for r in rows)
         assert f"r={rows[-1]['lora_r']}" in rate['what']
         assert ('SFT-shaped' in rate['what'] and 'not DPO' in rate['what']) if stage == 'sft' else rate['what'].startswith('DPO')
     assert {(r['shape'], r['stage']) for r in library} == {(s, t) for s in ('qwen3-moe-30b-a3b', 'nemotron-h-31b') for t in ('sft', 'dpo')}
     assert {k: v['value'] for k, v in DOC['rates'].items()} == {
         'train.sft.qwen3_moe-30b-a3b': 10327.2, 'train.sft.nemotron_h-30b-a3b': 13489.6,
-        'train.sft-compile.qwen3_moe-30b-a3b': 19757.0, 'train.sft-compile.nemotron_h-30b-a3b': 11543.5,
+        'train.sft-compile.qwen3_moe-30b-a3b': 19757.0, 'train.sft-compile.nemotron_h-30b-a3b': 11473.1,
+        'train.sft-compile-pad16.nemotron_h-30b-a3b': 12130.1,    # the median of 4 fresh processes: 14,120, 10,855, 13,406, 10,203
         'train.sft-liger.qwen3_moe-30b-a3b': 11282.6,
         'train.dpo.qwen3_moe-30b-a3b': 6736.7, 'train.dpo.nemotron_h-30b-a3b': 10412.0,
         'train.dpo_reference.qwen3_moe-30b-a3b': 8752.8, 'train.dpo_reference.nemotron_h-30b-a3b': 36863.0}
     rows = ts.rate_rows(DOC['summary'])                     # every training rate: the median of 20 timed steps
-    assert all(rows[k]['timed_steps'] >= ts.STEADY_STEPS for k in rows)
+    assert all(r['timed_steps'] >= ts.STEADY_STEPS for k in rows for r in rows[k])
     dpo = [r for r in library if r['stage'] == 'dpo']      # DPO rates are the profile's dpo rank, as the stage fits and trains it
     assert {(r['variant'], r['micro_batch'], r['grad_accum'], r['activation_checkpointing'], r['lora_r']) for r in dpo} == {
         ('ours-dpo', 2, 24, True, 64), ('ours-dpo', 6, 8, False, 64), ('ours-dpo', 3, 16, False, 64), ('ours-dpo', 4, 12, False, 64)}   # the profile's split, then fitted ones
-    assert rows['train.dpo.nemotron_h-30b-a3b']['settings']['shared_reference'] is True
+    assert rows['train.dpo.nemotron_h-30b-a3b'][-1]['settings']['shared_reference'] is True
     # a compile rate says which regions its run compiled, from the row's evidence
-    assert rows['train.sft-compile.qwen3_moe-30b-a3b']['compile_regions'] == 'compile_decoder_layers'
+    assert rows['train.sft-compile.qwen3_moe-30b-a3b'][-1]['compile_regions'] == 'compile_decoder_layers'
     assert 'each decoder layer compiled whole' in DOC['rates']['train.sft-compile.qwen3_moe-30b-a3b']['what']
-    assert rows['train.sft-compile.nemotron_h-30b-a3b']['compile_regions'] == 'compile_norms_and_activations'
+    assert rows['train.sft-compile.nemotron_h-30b-a3b'][-1]['compile_regions'] == 'compile_norms_and_activations'
     assert "RMSNorms and experts' activations" in DOC['rates']['train.sft-compile.nemotron_h-30b-a3b']['what']
 
 
 def test_the_summary_is_the_runs():
     ts = train_speed()
     assert DOC['summary'] == ts.summarise(DOC)
-    ours = [r for run in DOC['runs'] for r in run['results'] if r['variant'] in ts.LIBRARY_VARIANTS and 'error' not in r]
+    ours = [r for run in DOC['runs'] for r in run['results'] if ts.is_library(r['variant']) and 'error' not in r]
     assert [r['tokens_per_s'] for r in ours] == [r['tokens_per_s'] for r in DOC['summary'] if r['library']]
 
 
@@ -84,10 +93,14 @@ def test_a_hand_edit_on_either_side_is_seen():
 
 def test_the_keys_are_the_ones_the_estimate_asks_for():
     nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
-    keys = [rate_keys(nemotron, shape)[kind] for shape in (shape_of(nemotron), 'qwen3_moe-30b-a3b') for kind in ('train.sft', 'train.dpo')]
-    keys += [rate_keys(nemotron, shape)['train.dpo_reference'] for shape in (shape_of(nemotron), 'qwen3_moe-30b-a3b')]   # the reference pass
+    # on a Qwen3-MoE base the profile's SFT stages would not pad (no Mamba kernels to keep to one length multiple)
+    unpadded = replace(nemotron, **{s: replace(getattr(nemotron, s), optim=replace(getattr(nemotron, s).optim, pad_to_multiple_of=1))
+                                    for s in ('sft', 'repair', 'rounds')})
+    profiles = ((nemotron, shape_of(nemotron)), (unpadded, 'qwen3_moe-30b-a3b'))
+    keys = [rate_keys(p, shape)[kind] for p, shape in profiles for kind in ('train.sft', 'train.dpo')]
+    keys += [rate_keys(p, shape)['train.dpo_reference'] for p, shape in profiles]   # the reference pass
     assert set(keys) <= set(DOC['rates'])
-    assert {keys[0], keys[2]} == {'train.sft-compile.nemotron_h-30b-a3b', 'train.sft-compile.qwen3_moe-30b-a3b'}   # its kernels: compile
+    assert {keys[0], keys[2]} == {'train.sft-compile-pad16.nemotron_h-30b-a3b', 'train.sft-compile.qwen3_moe-30b-a3b'}   # kernels: compile, padding
     rates = read_rates(RESULTS)
     for key in keys:
         assert Path(rates[key].file).name == 'train_speed.json' and rates[key].path == f'rates.{key}'
@@ -118,6 +131,20 @@ def test_generation_rates_are_the_last_run_of_each_backend_and_batch():
     assert rate_keys(nemotron, 'x')['generate.vllm'] == 'generate.vllm.b256.x'      # the profile serves without batch invariance
 
 
+def test_a_rate_is_the_median_of_the_runs_of_the_last_commit_that_measured_it():
+    "Runs of an earlier commit (another library) are not pooled; a later commit's single run replaces them; a tagged run never counts."
+    ts = train_speed()
+    row = next(r for r in DOC['summary'] if r['library'] and r['variant'] == 'ours-compile' and r['shape'] == 'nemotron-h-31b')
+    def run(commit, rate, tag=''): return {**row, 'note': f"{commit}; a run", 'tokens_per_s': rate, 'tag': tag}
+    rates = ts.rates_from_summary([run('a', 20000.0), run('b', 9000.0), run('b', 12000.0), run('b', 10000.0), run('b', 30000.0, 'X=1')])
+    assert rates['train.sft-compile.nemotron_h-30b-a3b']['value'] == 10000.0
+    assert 'the median of 3 runs measured at b (tokens/s: 9,000.0 at 16 x 3, 12,000.0 at 16 x 3, 10,000.0 at 16 x 3)' in rates['train.sft-compile.nemotron_h-30b-a3b']['what']
+    rates = ts.rates_from_summary([run('b', 9000.0), run('b', 12000.0), run('c', 11000.0)])
+    assert rates['train.sft-compile.nemotron_h-30b-a3b']['value'] == 11000.0 and 'median' not in rates['train.sft-compile.nemotron_h-30b-a3b']['what']
+    padded = {**run('c', 13000.0), 'variant': 'ours-compile-pad16', 'settings': {**row['settings'], 'pad_to_multiple_of': 16}}
+    assert set(ts.rates_from_summary([run('c', 11000.0), padded])) == {'train.sft-compile.nemotron_h-30b-a3b', 'train.sft-compile-pad16.nemotron_h-30b-a3b'}
+
+
 def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
     "The summary says how many steps each rate rests on and whether that is steady (>= 20 timed steps, the median)."
     ts = train_speed()
@@ -132,7 +159,7 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
         assert row['steady'] == (row['timed_steps'] >= ts.STEADY_STEPS)
         assert row['rate_of'] == (ts.RATE_OF if row['date'] >= '2026-12-02' else ts.OLD_RATE_OF)   # before the 20-step median: the old formula
     steady = [row['steady'] for row in DOC['summary'] if row['date'] >= '2026-12-02']
-    assert all(steady) and len(steady) == 39                                   # every run since 2026-12-02: 20 timed steps or more
+    assert all(steady) and len(steady) == 45                                   # every run since 2026-12-02: 20 timed steps or more
     assert not any(row['steady'] for row in DOC['summary'] if row['date'] < '2026-12-02')   # the 1-4-step runs before
 
 
