@@ -33,6 +33,8 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 - `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
   transformers' PyTorch path, when the kernels are installed.
 Step times are taken with the device synchronised; the first step of every variant is a warm-up and is not counted.
+The library's rows also count, per optimiser step, the segments its caching allocator asked the driver for
+(`step_device_allocs`), so that a slow stretch can be told apart from a cache still growing.
 tokens/s counts real (non-pad) tokens. Prints a table; writes JSON (--out), merged into an existing file with --append.
 Each summary row carries its model FLOPs per token (benchmarks/flops.py states the formula) and its rates as a fraction of
 the device's bf16 peak (MFU): the vendor's dense figure, and the measured one where the file holds a `peak` run.
@@ -141,6 +143,13 @@ def free():
     if torch.cuda.is_available(): torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
 
 
+def device_allocs():
+    """How many segments this process's caching allocator has asked the driver for so far (`num_device_alloc`), or None
+    without CUDA: a step that allocates new segments pays the driver's time, which a process with a warm cache does not."""
+    import torch
+    return torch.cuda.memory_stats().get('num_device_alloc') if torch.cuda.is_available() else None
+
+
 def peak():
     import torch
     if not torch.cuda.is_available(): return {'peak_gib': None}
@@ -207,7 +216,14 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
 
     class Peak(TrainerCallback):          # the run's own peak, after the fit's probes
         def on_train_begin(self, args, state, control, **kw): sync(); free()
-    cbs = [Peak()]
+    class DeviceAllocs(TrainerCallback):  # segments the caching allocator asked the driver for in each optimiser step
+        def __init__(self): self.counts, self.last = [], None
+        def on_step_begin(self, args, state, control, **kw): self.last = device_allocs()
+        def on_step_end(self, args, state, control, **kw):
+            now = device_allocs()
+            if now is not None and self.last is not None: self.counts.append(now - self.last)
+    allocs = DeviceAllocs()
+    cbs = [Peak(), allocs]
     if profile_dir:
         class Profile(TrainerCallback):   # one optimiser step (the third) under torch.profiler
             def on_step_begin(self, args, state, control, **kw):
@@ -237,7 +253,8 @@ def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, p
            **({k: ev[k] for k in ('kernel_modules', 'compile_regions') if k in ev}),
            'step_seconds': ev['step_seconds'], 'step_tokens': tokens, 'training_tokens': ev['training_tokens'],
            'padded_tokens': ev['padded_tokens'], 'fit': ev.get('fit'), 'wall_seconds_with_fit_and_save': round(total, 1),
-           'losses': [round(x['loss'], 4) for x in log], **peak(), **({'memory': ev['memory']} if 'memory' in ev else {})}
+           'losses': [round(x['loss'], 4) for x in log], **peak(), **({'memory': ev['memory']} if 'memory' in ev else {}),
+           **({'step_device_allocs': allocs.counts} if allocs.counts else {})}
     if profile_dir: res['profiled_step'] = 2
     free()
     return res
