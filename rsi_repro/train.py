@@ -20,18 +20,18 @@ from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_REGIONS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS',
-           'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'lora_targets', 'lora_config', 'load_for_training',
-           'TokenCount', 'count_trained', 'Split', 'trainer_kwargs', 'check_kernels', 'compile_norms_and_activations',
-           'compile_decoder_layers', 'base_model_type', 'compile_regions', 'compile_layers', 'apply_kernels',
-           'kernel_modules', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler',
-           'trainer_class', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'routed_rows',
-           'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory', 'reserved_memory_held',
-           'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'fit_split',
-           'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
-           'train_falling_back', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
-           'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
-           'reference_path', 'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence',
-           'reference_logps', 'reference_logps_fitting', 'dpo_reference']
+           'SPLIT_NOISE', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'lora_targets', 'lora_config',
+           'load_for_training', 'TokenCount', 'count_trained', 'Split', 'trainer_kwargs', 'check_kernels',
+           'compile_norms_and_activations', 'compile_decoder_layers', 'base_model_type', 'compile_regions',
+           'compile_layers', 'apply_kernels', 'kernel_modules', 'gpu_count', 'write_evidence', 'is_current',
+           'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
+           'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split',
+           'fits_memory', 'reserved_memory_held', 'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch',
+           'fit_lengths', 'second_pass_seconds', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit',
+           'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
+           'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
+           'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
+           'reference_evidence', 'reference_logps', 'reference_logps_fitting', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -452,12 +452,16 @@ def use_lean_experts(model) -> bool:
     return True
 
 # %% ../nbs/31_train.ipynb #f011
+SPLIT_NOISE = 0.05     # how much faster a smaller micro-batch's probe must be to be taken over a larger one's
+
 def choose_split(effective: int,          # examples per optimiser step on this device
                  measure,                 # (micro_batch, checkpointing) -> seconds per step, or None when it does not fit
                  checkpointing,           # True, False or 'auto' (only when no split fits without)
+                 noise: float = SPLIT_NOISE,
                  ) -> tuple[Split, list[dict]]:
-    """The fastest split of `effective` that fits. Splits are tried from the largest micro-batch down; the search
-    stops at the first that is slower than a larger one (a smaller micro-batch only adds steps)."""
+    """The fastest split of `effective` that fits. Splits are tried from the largest micro-batch down; a smaller one
+    replaces the best so far only when its step is more than `noise` faster (a smaller micro-batch adds steps, and a
+    probe's time is noisy), and the search stops at the first that is not."""
     modes = [False, True] if checkpointing == 'auto' else [bool(checkpointing)]
     table = []
     for ckpt in modes:
@@ -467,8 +471,8 @@ def choose_split(effective: int,          # examples per optimiser step on this 
             table.append({'micro_batch': m, 'grad_accum': effective // m, 'activation_checkpointing': ckpt,
                           'seconds_per_step': None if t is None else round(t, 4)})
             if t is None: continue
-            if best is not None and t > best[1]: break
-            if best is None or t < best[1]: best = (m, t)
+            if best is not None and t >= best[1] * (1 - noise): break
+            best = (m, t)
         if best: return Split(best[0], effective // best[0], ckpt), table
     raise RuntimeError(f"no split of {effective} examples per step fits this GPU "
                        f"(tried {', '.join('%dx%d' % (r['micro_batch'], r['grad_accum']) for r in table)}, checkpointing {modes})")
@@ -586,13 +590,20 @@ def _restore(net, snap, base, forward):
     else: base.forward = forward
 
 # %% ../nbs/31_train.ipynb #g005
+def second_pass_seconds(seconds: Sequence[float]) -> float:
+    """Seconds per step of the second half of a probe that trained the same steps' rows twice: every shape in it has run
+    once, so what a process pays the first time it meets them (kernels compiled, a cache grown) is left out."""
+    half = len(seconds) // 2
+    if half == 0 or len(seconds) != 2 * half: raise ValueError(f"a probe of two passes has an even number of steps, got {len(seconds)}")
+    return sum(seconds[half:]) / half
+
 def fit_split(make,                 # (split, steps, dataset, out_dir, sequential) -> a trainer on the run's model
               net, data, lengths: Sequence[int], optim: Optim, seed: int, steps: int | None,
               memory_fraction: float = FIT_MEMORY_FRACTION, margin: float = FIT_MARGIN,   # see `fits_memory`
               ) -> tuple[Split, dict]:
     """Measure the splits of the effective batch on this GPU (`choose_split`): each candidate trains two steps on the
-    run's heaviest micro-batch (the second step's peak, the optimiser's state included, must pass `fits_memory`) and two
-    steps on the run's first two optimiser steps' rows (the second one timed). The adapter's weights are put back after
+    run's heaviest micro-batch (the second step's peak, the optimiser's state included, must pass `fits_memory`) and the
+    run's first two optimiser steps' rows twice over (`second_pass_seconds`). The adapter's weights are put back after
     every probe, so the run starts from exactly the weights it would have started from."""
     import gc, tempfile, torch
     effective = optim.micro_batch * optim.grad_accum
@@ -617,10 +628,10 @@ def fit_split(make,                 # (split, steps, dataset, out_dir, sequentia
                 trainer.accelerator.free_memory(); trainer = None; _restore(net, snap, base, forward)
                 if not fits_memory(peak[0], total, memory_fraction, margin): return None
                 timer = step_timer()
-                trainer = make(Split(m, effective // m, ckpt), 2, data.select(time_rows), tmp, True)
+                trainer = make(Split(m, effective // m, ckpt), 4, data.select(time_rows + time_rows), tmp, True)
                 trainer.add_callback(timer)
                 trainer.train()
-                return timer.seconds[-1]
+                return second_pass_seconds(timer.seconds)
         except torch.OutOfMemoryError:
             return None
         finally:
