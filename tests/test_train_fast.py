@@ -202,7 +202,9 @@ def test_the_profile_refuses_what_cannot_work(tmp_path):
         (tmp_path / 'p.yaml').write_text(yaml.safe_dump(p))
         return load_profile(tmp_path / 'p.yaml', check_files=False)
     with pytest.raises(ProfileError, match="rounds.optim.padding_free: nemotron_h has Mamba layers"):
-        load(lambda p: p['rounds']['optim'].update(padding_free=True, length_grouping=False))
+        load(lambda p: p['rounds']['optim'].update(padding_free=True, length_grouping=False, pad_to_multiple_of=1))
+    with pytest.raises(ProfileError, match="rounds.optim.pad_to_multiple_of: padding_free batches are one row"):
+        load(lambda p: p['rounds']['optim'].update(padding_free=True, length_grouping=False))      # the profile pads to 16
     with pytest.raises(ProfileError, match="dpo.optim.padding_free: TRL's DPO pads every pair"):
         load(lambda p: p['dpo']['optim'].update(padding_free=True, length_grouping=False))
     assert load(lambda p: p['dpo']['optim'].update(micro_batch_fit=True, activation_checkpointing='auto')).dpo.optim.micro_batch_fit
