@@ -142,7 +142,7 @@ def test_micro_batches_padded_to_a_multiple_train_as_unpadded_ones(tmp_path):
     ev16, l16, g16 = run(tmp_path, 'pad16', path, replace(step, pad_to_multiple_of=16), base, 'nemotron_h')
     assert ev16['optim_settings']['pad_to_multiple_of'] == 16
     assert ev16['training_tokens'] == ev0['training_tokens'] and ev16['padded_tokens'] > ev0['padded_tokens']
-    assert ev0['padded_tokens'] % 64 != 0 and ev16['padded_tokens'] % 64 == 0    # micro-batches of 4 rows, each padded to 16k
+    assert ev0['padded_tokens'] % 64 != 0 and ev16['padded_tokens'] % 64 == 0    # 4 rows a micro-batch, each micro-batch a multiple of 16 long
     assert l16 == pytest.approx(l0, rel=1e-5)
     close(g0[0], g16[0])
     for a, b in zip(g0[1:], g16[1:]): close(a, b, 5e-3)
