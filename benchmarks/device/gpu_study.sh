@@ -89,9 +89,10 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # (.pipeline_wheels) and dill (which the site ships; datasets reads its version at import) in /tmp/site.
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
          # A job may begin with VAR=value words (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False): its environment,
-         # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels (unsloth, unsloth_zoo and a
-         # bitsandbytes slimmed to its CUDA 13 library, installed --no-deps: their metadata caps trl and datasets below the
-         # pipeline's pins), on the path of their own jobs only, offline. The GPU's clocks, power and temperature are
+         # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels/slim (unsloth, unsloth_zoo and a
+         # bitsandbytes slimmed to its CUDA 13 library, built by benchmarks/device/unsloth_wheels.py, installed --no-deps:
+         # their metadata caps trl and datasets below the pipeline's pins), on the path of their own jobs only, offline.
+         # Beside .mamba_wheels they pass the carry limit: carry them in a later call on the same machine (/tmp/mamba_site stays). The GPU's clocks, power and temperature are
          # sampled every 2 s while the lane runs (clocks_HHMMSS.csv, one file per lane run: a later call on the same machine keeps the earlier file), so that a slow stretch can be told from a throttled card.
          [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
          nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active,memory.used \
