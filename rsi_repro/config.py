@@ -12,7 +12,7 @@ from typing import Any, Optional, Union
 import yaml
 
 from .evals import Evals
-from .io import DataError, find_root, read_text, sha256_json
+from .io import PACKAGE_PREFIX, DataError, find_root, package_path, read_text, sha256_json
 from .promotion import Override, PromotionRule, check_overrides
 from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
@@ -424,6 +424,8 @@ class Profile:
         names = [s.name for s in self.stages]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes: raise ProfileError(where, 'stages', f"duplicate stage name(s): {', '.join(dupes)}")
+        if 'base' in names: raise ProfileError(where, 'stages', "no stage may be named 'base': it names the base checkpoint, and "
+                                               "the run folder's base/ holds a base the run converts")
         a_name(where, 'run', self.run)
         for i, c in enumerate(self.evals.checkpoints): a_name(where, f"evals.checkpoints[{i}]", c)
         for i, s in enumerate(self.stages):
@@ -435,7 +437,8 @@ class Profile:
         check_warm_start_ranks(self, where)
 
     def resolve(self, path: str | Path) -> Path:
-        "A path from the profile, relative to the project root."
+        "A path from the profile: relative to the project root, or a file a Python package ships (`package:<package>/<path>`)."
+        if str(path).startswith(PACKAGE_PREFIX): return package_path(path)
         path = Path(path)
         return path if path.is_absolute() else Path(self.root) / path
 
@@ -515,7 +518,7 @@ def project_root(start: Path) -> Path:
 
 # %% ../nbs/00_config.ipynb #c018g
 def _looks_local(s: str) -> bool:
-    return s.startswith(('data/', './', '/', '../', 'outputs/')) or s.endswith(('.jsonl', '.json', '.parquet', '.npz'))
+    return s.startswith(('data/', './', '/', '../', 'outputs/', PACKAGE_PREFIX)) or s.endswith(('.jsonl', '.json', '.parquet', '.npz', '.gguf'))
 
 def _strings(obj, key: str = ''):
     "(dotted key, value) of every string in plain nested data."
@@ -529,8 +532,10 @@ def _check_files(profile: Profile, where: str):
     "Every local file a section names exists (a stage's params are its notebook's to check), and every stage's notebook."
     sections = {k: v for k, v in to_dict(profile).items() if k not in ('stages', 'compute')}   # compute.env: a process's environment, not data
     for k, v in _strings(sections):
-        if '\n' not in v and _looks_local(v) and not profile.resolve(v).exists():
-            raise ProfileError(where, k, f"file not found: {v}")
+        if '\n' not in v and _looks_local(v):
+            try: found = profile.resolve(v).exists()
+            except DataError as e: raise ProfileError(where, k, str(e)) from None     # a package: path the package lacks
+            if not found: raise ProfileError(where, k, f"file not found: {v}")
     for s in profile.stages:
         nb = profile.resolve(Path('nbs/stages') / f"{s.notebook}.ipynb")
         if not nb.exists(): raise ProfileError(where, f"stages.{s.name}.notebook", f"notebook not found: {nb}")

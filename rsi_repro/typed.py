@@ -4,7 +4,7 @@
 
 # %% ../nbs/00b_typed.ipynb #c002
 from __future__ import annotations
-import dataclasses, re, types
+import dataclasses, math, re, types
 from dataclasses import fields, is_dataclass
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
@@ -52,6 +52,8 @@ def _coerce_scalar(value, tp, key: str, where: str):
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ProfileError(where, key, f"expected a number, got {type(value).__name__} ({value!r})")
+        if not math.isfinite(value):          # YAML's .nan and .inf: no learning rate, temperature or weight is either
+            raise ProfileError(where, key, f"expected a finite number, got {value!r}")
         return float(value)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
