@@ -16,10 +16,11 @@ from .config import VLLM_LORA_RANKS, Serving
 from .typed import from_dict, to_dict
 from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, timed, write_jsonl
 from .layout import EVIDENCE
+from .bases import base_identity, base_source, check_markers, served_base
 
 # %% auto #0
 __all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
-           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'base_identity', 'check_adapter_base',
+           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'check_adapter_base',
            'portable_base_name', 'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend',
            'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args',
            'vllm_frame', 'VLLMBackend', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers',
@@ -34,12 +35,13 @@ class ModelRef:
     adapter: Optional[str] = None
     dtype: str = 'float32'
     merge: bool = False
+    template: str = 'study'             # 'study': the project's chat template; 'base': the base tokenizer's own (a harness's decode)
 
     @classmethod
     def from_profile(cls, profile, adapter: str | Path | None = None) -> 'ModelRef':
-        base = profile.base.name_or_path
-        local = profile.resolve(base)
-        return cls(base=str(local) if local.exists() else base, revision=profile.base.revision,
+        "The profile's base as this run serves it (its converted copy for a GGUF base: `rsi_repro.bases`), with `adapter`."
+        source = base_source(profile.base.name_or_path, profile.root, profile.base.revision)
+        return cls(base=served_base(source, profile.run_dir), revision=profile.base.revision,
                    adapter=str(adapter) if adapter else None, dtype=profile.base.dtype, merge=profile.serving.merge_lora)
 
     @property
@@ -122,15 +124,6 @@ def check_adapter_files(adapter: str | Path) -> None:
             raise AdapterMismatch(f"{w}: {size} bytes, but its header describes {end}: truncated or corrupted; restore it, "
                                   "or retrain the adapter (rerun its stage with --force)")
 
-def base_identity(base: str, revision: str | None = None) -> str:
-    "A stable name for a base: `hub-id@revision`, or `local:<sha256 of config.json and weight files' names and sizes>`."
-    path = Path(base)
-    if path.is_dir():
-        h = hashlib.sha256((path / 'config.json').read_bytes())
-        for w in sorted(list(path.glob('*.safetensors')) + list(path.glob('*.bin'))): h.update(f"{w.name}:{w.stat().st_size}".encode())
-        return f"local:{h.hexdigest()[:16]}"
-    return f"{base}@{revision or 'main'}"
-
 def check_adapter_base(adapter: str | Path, base: str, revision: str | None = None) -> None:
     "Refuse a damaged adapter, or one whose recorded base is not `base` (evidence first, else PEFT's adapter_config)."
     adapter = Path(adapter)
@@ -177,11 +170,17 @@ def checkpoint_identity(model: ModelRef) -> str:
 
 # %% ../nbs/03_generate.ipynb #c012
 def load_tokenizer(model: ModelRef):
-    "The base's tokenizer with the project's chat template (or the adapter's own `chat_template.jinja`)."
+    """The base's tokenizer with the project's chat template (or the adapter's own `chat_template.jinja`; or, for
+    `template='base'`, the one the base ships); a tokenizer without the study's chat markers is refused by name."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(model.base, revision=model.revision)
-    template = Path(model.adapter) / 'chat_template.jinja' if model.adapter else None
-    tok.chat_template = template.read_text() if template and template.exists() else CHAT_TEMPLATE
+    check_markers(tok, f"base {portable(model.base)}")
+    if model.template == 'base':
+        if not tok.chat_template: raise ValueError(f"base {portable(model.base)}: template='base', but its tokenizer ships no chat template")
+    elif model.template != 'study': raise ValueError(f"unknown template {model.template!r}: 'study' or 'base'")
+    else:
+        template = Path(model.adapter) / 'chat_template.jinja' if model.adapter else None
+        tok.chat_template = template.read_text() if template and template.exists() else CHAT_TEMPLATE
     if tok.pad_token_id is None: tok.pad_token = tok.eos_token
     tok.padding_side = 'left'
     return tok
@@ -659,6 +658,7 @@ def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: 
     vllm = {k: v for k, v in asdict(serving.vllm).items() if k != 'reload_weights'} if backend == 'vllm' else None
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
             'checkpoint': checkpoint_identity(model), 'merge': model.merge, 'decode': asdict(decode), 'backend': backend,
+            **({'template': model.template} if model.template != 'study' else {}),     # the study's: as plans have always been
             'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
             'shard_size': serving.shard_size, 'batch_size': serving.batch_size,
             'vllm': vllm}
@@ -711,7 +711,7 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
     missing = [k for k in range(len(chunks)) if k not in found]
     if missing:
         engine = backend_obj if backend_obj is not None else make_backend(model, serving, backend, Path(out_dir))
-        tok = engine.tokenizer
+        tok = engine.tokenizer if model.template == 'study' else load_tokenizer(model)   # an engine renders the study's template
         jobs = []
         for k in missing:
             rendered = [render(r['messages'], tok, serving.max_input_tokens, serving.system_prompt, serving.overlong, row=str(r['id']))

@@ -176,13 +176,19 @@ def named_paths(profile: Profile, section: str) -> list[str]:
     if section != 'base': walk(to_dict(getattr(profile, section)))
     return sorted(found)
 
+def _base_source(profile: Profile):
+    from rsi_repro.bases import base_source
+    return base_source(profile.base.name_or_path, profile.root, profile.base.revision)
+
 def _base_path(profile: Profile) -> Optional[Path]:
-    p = profile.resolve(profile.base.name_or_path)
-    return p if p.exists() else None
+    "The folder the stages load the base from (the run's converted copy, or a local base where it is); None for a hub id."
+    from rsi_repro.bases import converted_dir
+    source = _base_source(profile)
+    return converted_dir(profile.run_dir) if source.converted else source.path
 
 def data_identities(profile: Profile, reads: Reads, cache: dict | None = None) -> dict:
     "Identity of every piece of data a stage reads: the base when it reads `base`, the files its sections name, its own data."
-    from rsi_repro.generate import base_identity
+    from rsi_repro.bases import source_identity
     cache = {} if cache is None else cache
     def once(key, compute):
         if key not in cache: cache[key] = compute()
@@ -190,8 +196,7 @@ def data_identities(profile: Profile, reads: Reads, cache: dict | None = None) -
     out = {}
     for s in reads.sections:
         if s == 'base':
-            local = _base_path(profile)
-            out['base'] = once(('base',), lambda: base_identity(str(local) if local else profile.base.name_or_path, profile.base.revision))
+            out['base'] = once(('base',), lambda: source_identity(_base_source(profile)))
         out.update({f"{s}: {p}": once(p, lambda p=p: _identity(profile.resolve(p))) for p in named_paths(profile, s)})
     for d in reads.data:
         if d == PROFILE_FILE: out[d] = sha256_file(profile.path)
@@ -380,7 +385,8 @@ def _open_guard(spec, refuse, note, busy, used):
             if inside(path, [run]):
                 folder = path[len(run) + 1:].split(os.sep)[0]
                 if writes: refuse(f"opened {path} for writing", "a stage writes in its own folder only", uncovered=False)
-                if folder not in spec['upstream']: refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
+                if folder not in spec['upstream'] and not inside(path, spec['data']):     # the run's converted base is data
+                    refuse(f"read {path}", f"stage '{folder}' is not upstream of it; add it to this stage's `needs`")
                 return
         if inside(path, spec['checked']) and (writes or not inside(path, spec['data'])):
             rel = os.path.relpath(path, spec['root'])
@@ -824,6 +830,9 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
     profile = _request(profile, only, force, arms)
     cache, results, unfinished, engines = {}, [], set(), RunEngines(profile)
     with run_lock(profile.run_dir, log), closing(engines):
+        if any('base' in stage_reads(s).sections for s in profile.stages if not only or s.name in only):
+            from rsi_repro.bases import prepare_base
+            prepare_base(_base_source(profile), profile.run_dir, log)
         for stage in profile.stages:
             if only and stage.name not in only: continue
             if waits := [u for u in upstream_stages(profile, stage) if u in unfinished]:

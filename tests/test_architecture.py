@@ -23,10 +23,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run layout and model-free tools", ("layout", "compute", "pools", "preregister", "manifests")),
     ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
                                   "summary")),
-    ("models", ("generate", "tiny", "train", "rejection", "soups")),
+    ("models", ("bases", "generate", "tiny", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),
     ("stages", ("recipes", "read_stages")),
-    ("runner", ("pipeline", "report", "estimate", "cli")),
+    ("runner", ("pipeline", "report", "estimate", "profile_init", "cli")),
 ]
 MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
 TORCH_FREE = [m for _, ms in LAYERS[:5] for m in ms]     # import without torch, transformers, peft or trl
