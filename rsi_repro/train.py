@@ -4,7 +4,7 @@
 
 # %% ../nbs/31_train.ipynb #c002
 from __future__ import annotations
-import json, math, os, platform, time
+import json, math, os, platform, shutil, time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -28,10 +28,11 @@ __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_REGIONS',
            'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split',
            'fits_memory', 'reserved_memory_held', 'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch',
            'fit_lengths', 'second_pass_seconds', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit',
-           'fallback_splits', 'train_retrying', 'train_falling_back', 'train_and_record', 'train_sft',
-           'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
-           'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
-           'reference_evidence', 'reference_logps', 'reference_logps_fitting', 'dpo_reference']
+           'fallback_splits', 'train_retrying', 'train_falling_back', 'Diverged', 'finite_watch',
+           'check_finite_adapter', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
+           'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
+           'reference_path', 'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence',
+           'reference_logps', 'reference_logps_fitting', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -72,6 +73,7 @@ def load_for_training(model: ModelRef, lora: Lora, architecture: str, warm_start
     cfg = lora_config(lora, architecture)
     if not warm_start: return get_peft_model(base, cfg)
     check_adapter_base(warm_start, model.base, model.revision)
+    check_finite_adapter(warm_start)                   # a diverged adapter is never a starting point
     old = json.loads((Path(warm_start) / 'adapter_config.json').read_text())
     if set(old['target_modules']) != set(cfg.target_modules):
         raise ValueError(f"{warm_start}: warm start targets {sorted(old['target_modules'])}, this stage {sorted(cfg.target_modules)}")
@@ -751,6 +753,31 @@ def train_falling_back(make,       # (split) -> a trainer on `net` at that split
     return train_retrying(attempt, split, fallback_splits(split, checkpointing), reset, retries)
 
 # %% ../nbs/31_train.ipynb #c016
+class Diverged(RuntimeError):
+    "A training run whose loss or gradient norm stopped being a finite number, or an adapter with a non-finite weight."
+
+def finite_watch(tag: str, lr: float):
+    "A trainer callback that stops the run at the first logged loss or gradient norm that is not finite (it logs every step)."
+    from transformers import TrainerCallback
+    class FiniteWatch(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            for key, what in (('loss', 'loss'), ('grad_norm', 'gradient norm')):
+                v = (logs or {}).get(key)
+                if isinstance(v, (int, float)) and not math.isfinite(v):
+                    raise Diverged(f"{tag}: at step {state.global_step} the {what} is {v}; no adapter was written; the learning "
+                                   f"rate ({lr:g}) is the setting most likely responsible: lower it")
+    return FiniteWatch()
+
+def check_finite_adapter(adapter: str | Path) -> None:
+    "Refuse an adapter any of whose weights is NaN or infinite, naming the file and the first such tensor."
+    import torch
+    from safetensors.torch import load_file
+    for f in sorted(Path(adapter).glob('*.safetensors')):
+        for name, t in load_file(f).items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise Diverged(f"{f}: tensor {name} holds {int((~torch.isfinite(t)).sum())} non-finite value(s): a diverged "
+                               "adapter, never recorded or warm-started from; retrain its stage with a lower learning rate")
+
 def _save_adapter(trainer, out: Path, model: ModelRef):
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
@@ -770,9 +797,13 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     trainer.remove_callback(PrinterCallback)       # without progress bars it prints every log line; log_history.json keeps them
     counter = count_trained(trainer)
     timer = step_timer(); trainer.add_callback(timer)
+    trainer.add_callback(finite_watch(tag, trainer.args.learning_rate))
     mark = memory_mark()
     t0 = time.time(); trainer.train(); wall = time.time() - t0
     out = Path(out_dir); _save_adapter(trainer, out, model)
+    if trainer.accelerator.is_main_process:
+        try: check_finite_adapter(out)
+        except Diverged: shutil.rmtree(out, ignore_errors=True); raise       # no evidence, no adapter: nothing to mistake for one
     tokens, supervised, padded = (_reduce(trainer, v) for v in (counter.tokens, counter.supervised, counter.padded))
     if not trainer.accelerator.is_main_process: return {}
     split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)

@@ -178,3 +178,27 @@ def test_the_head_trains_at_lr_because_no_head_weight_trains(tmp_path):
     assert not {'lm_head', 'embed_tokens'} & {m for ms in LORA_TARGETS.values() for m in ms}
     kw = trainer_kwargs(Optim(lr=1.6e-5, micro_batch=2, grad_accum=24, seq_len=2048, seed=203, steps=400), tmp_path)
     assert kw['learning_rate'] == 1.6e-5 and not any('head' in k for k in kw)
+
+
+def test_a_diverging_run_stops_at_its_first_non_finite_step_and_writes_no_adapter(tmp_path):
+    "A learning rate far too high: the loss turns non-finite, the run stops there in one line, and no adapter is left."
+    from rsi_repro.train import Diverged, check_finite_adapter, train_sft
+    tok = load_tokenizer(BASE)
+    write_sft_mix([('s', SINGLE), ('m', MULTI)] * 4, tok, 256, tmp_path / 'sft.npz')
+    with pytest.raises(Diverged, match=r"t: at step \d+ the (loss|gradient norm) is (nan|inf); no adapter was written; the learning rate \(1e\+12\)"):
+        train_sft(BASE, 'llama', tmp_path / 'sft.npz', Lora(r=4, alpha=8), Optim(lr=1e12, micro_batch=2, grad_accum=1, seq_len=256, seed=0,
+                  steps=6, max_grad_norm=1e30), tmp_path / 'adapter', tag='t', report_to=[])
+    assert not (tmp_path / 'adapter' / 'adapter_model.safetensors').exists() and not (tmp_path / 'adapter' / 'training_evidence.json').exists()
+
+
+def test_an_adapter_with_a_non_finite_weight_is_refused_as_a_warm_start(tmp_path):
+    from safetensors.torch import load_file, save_file
+    from rsi_repro.train import Diverged, load_for_training, train_sft
+    tok = load_tokenizer(BASE)
+    write_sft_mix([('s', SINGLE)], tok, 256, tmp_path / 'sft.npz')
+    train_sft(BASE, 'llama', tmp_path / 'sft.npz', Lora(r=4, alpha=8), Optim(lr=1e-3, micro_batch=1, grad_accum=1, seq_len=256, seed=0, steps=1),
+              tmp_path / 'adapter', tag='t', report_to=[])
+    f = tmp_path / 'adapter' / 'adapter_model.safetensors'
+    w = load_file(f); name = sorted(w)[0]; w[name].view(-1)[0] = float('nan'); save_file(w, f)
+    with pytest.raises(Diverged, match=f"tensor {name} holds 1 non-finite value"):
+        load_for_training(BASE, Lora(r=4, alpha=8), 'llama', warm_start=str(tmp_path / 'adapter'))

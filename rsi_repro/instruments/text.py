@@ -185,7 +185,7 @@ def summarise(outcomes: pd.DataFrame,   # per-prompt outcomes with `family`
 def audit_termination(prompts: pd.DataFrame, rows, source: str = 'rows') -> tuple[pd.DataFrame, pd.DataFrame]:
     "Per-prompt (stopped, tool_leak, leak_markers, passed) and a per-family summary."
     g = generation_table(rows, prompts, source)
-    g['stopped'] = g.finish_reason.eq('stop')
+    g['stopped'] = g.finish_reason.eq('stop') & g.response.str.strip().ne('')    # an empty answer stops, but says nothing
     g['leak_markers'] = g.response.map(lambda t: ','.join(tool_leaks(t)))
     g['tool_leak'] = g.leak_markers.ne('')
     g['passed'] = g.stopped & ~g.tool_leak
