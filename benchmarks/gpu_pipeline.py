@@ -1,4 +1,4 @@
-"""The study's pipeline on GPUs, stage by stage: wall time, peak GPU memory, GPUs used, backend, versions.
+"""The study's pipeline on GPUs (or a CPU), stage by stage: wall time, peak GPU memory, GPUs used, backend, versions.
 
     python benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out RESULT.json        # from a clean folder, then a rerun
     python benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards 2 --out RESULT.json
@@ -24,10 +24,12 @@ sys.path.insert(0, str(ROOT))
 class GpuMemory:
     "Peak used memory per GPU between marks, sampled by NVML in a thread (every process on the GPU counts)."
     def __init__(self, every: float = 0.2):
-        import pynvml
-        pynvml.nvmlInit()
-        self.nvml, self.every = pynvml, every
-        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        try:                                     # a machine without a GPU (a CPU profile timed the same way): no GPU to sample
+            import pynvml
+            pynvml.nvmlInit()
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        except Exception: pynvml, handles = None, []
+        self.nvml, self.every, self.handles = pynvml, every, handles
         self.peak = [0] * len(self.handles)
         self.stop = threading.Event()
         threading.Thread(target=self._loop, daemon=True).start()

