@@ -18,12 +18,12 @@ from .typed import ProfileError, a_name, from_dict, one_of, positive, to_dict
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'LORA_SECTIONS', 'Base',
-           'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage',
-           'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead',
-           'Soups', 'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks', 'adapter_ranks',
-           'check_warm_start_ranks', 'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile',
-           'fingerprint', 'rooted']
+           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'CODE_ENV', 'CODE_ENV_PREFIXES',
+           'LORA_SECTIONS', 'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus',
+           'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds',
+           'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Compute', 'Profile', 'check_vllm_ranks',
+           'adapter_ranks', 'check_warm_start_ranks', 'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader',
+           'load_profile', 'fingerprint', 'rooted']
 
 # %% ../nbs/00_config.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -388,13 +388,23 @@ class Stage:
 # %% ../nbs/00_config.ipynb #c016f
 @dataclass(frozen=True)
 class Compute:
-    "How many processes a stage uses (every visible GPU unless capped); how fast, never what: in no stage's key."
+    """How many processes a stage uses (every visible GPU unless capped), and the environment they get. How many is how
+    fast, never what: in no stage's key. The environment can change what runs, so it is in every stage's key, and the
+    variables that would swap the code or the libraries a stage imports are refused (`CODE_ENV`)."""
     max_gpus: Optional[int] = None      # null: every GPU the stage sees
     cpu_processes: int = 1              # without a GPU: training ranks (gloo) and generation workers
     env: dict[str, str] = field(default_factory=dict)   # set in every process a stage starts (e.g. NCCL_NVLS_ENABLE: "0")
     def validate(self, where, p):
         if self.max_gpus is not None: positive(where, f"{p}.max_gpus", self.max_gpus)
         positive(where, f"{p}.cpu_processes", self.cpu_processes)
+        for k in self.env:
+            if k in CODE_ENV or k.startswith(CODE_ENV_PREFIXES):
+                raise ProfileError(where, f"{p}.env.{k}", "would change the code or libraries a stage runs, which no stage's key "
+                                   "can see: set it in the shell that runs rsi-repro (the runner hashes the library it finds)")
+
+CODE_ENV = ('PYTHONPATH', 'PYTHONHOME', 'PYTHONSTARTUP', 'PYTHONUSERBASE', 'PYTHONSAFEPATH', 'PATH', 'LD_PRELOAD',
+            'LD_LIBRARY_PATH', 'VIRTUAL_ENV', 'CONDA_PREFIX')
+CODE_ENV_PREFIXES = ('JUPYTER_', 'IPYTHON')
 
 
 # %% ../nbs/00_config.ipynb #c016c

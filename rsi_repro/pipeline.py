@@ -25,9 +25,9 @@ __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'ST
            'StageResult', 'run_lock', 'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths',
            'data_identities', 'data_paths', 'library_modules', 'upstream_stages', 'order_stages', 'notebook_path',
            'stage_inputs', 'key_changes', 'label_identities', 'check_params', 'watch_reads', 'watch_spec',
-           'watch_source', 'read_marker', 'previous_dir', 'foreign', 'prepare_folder', 'restore_folder',
+           'watch_source', 'text_only', 'read_marker', 'previous_dir', 'foreign', 'prepare_folder', 'restore_folder',
            'finish_folder', 'check_outputs', 'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord',
-           'RunEngines', 'run_stage', 'StagePlan', 'plan', 'format_plan', 'run']
+           'RunEngines', 'run_stage', 'StagePlan', 'plan', 'format_plan', 'stale_upstream', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -296,6 +296,7 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
     pkg = Path(rsi_repro.__file__).parent
     return {'scheme': KEY_SCHEME, 'stage': to_dict(stage), 'notebook': sha256_file(nb),
             'sections': {s: fingerprint(getattr(profile, s)) for s in reads.sections},
+            **({'environment': dict(sorted(profile.compute.env.items()))} if profile.compute.env else {}),   # what every process gets
             'data': data_identities(profile, reads, cache),
             'library': {f.relative_to(pkg).as_posix(): sha256_file(f) for f in library_modules(nb).values()},
             'upstream': upstream, **({'labels': label_identities(run_dir / stage.name, reads)} if reads.labels else {})}
@@ -309,7 +310,7 @@ def key_changes(old: dict | None, new: dict) -> list[str]:
                 f"it runs once to record a scheme-{new['scheme']} key (what the stage reads)"]
     said = []
     for part, word in (('sections', 'profile section'), ('data', 'data'), ('library', 'library'), ('upstream', 'outputs of'),
-                       ('labels', "a person's labels")):
+                       ('labels', "a person's labels"), ('environment', 'compute.env')):
         o, n = old.get(part) or {}, new.get(part) or {}
         changed = sorted(k for k in {*o, *n} if o.get(k) != n.get(k) and k != PROFILE_FILE)
         if changed: said.append(f"{word} {', '.join(changed)}")
@@ -400,6 +401,11 @@ def watch_reads(spec):
     import json, os, sys
     from rsi_repro import config
     class UndeclaredRead(RuntimeError): "A stage read something its cache key does not cover."
+    import rsi_repro
+    here = os.path.realpath(os.path.dirname(rsi_repro.__file__))
+    if spec.get('library') and here != spec['library']:     # the key hashed the runner's library; this kernel must run it
+        raise UndeclaredRead(f"stage '{spec['stage']}': its kernel imports rsi_repro from {here}, but the runner hashed the library "
+                             f"in {spec['library']} into its key: run rsi-repro and its stage kernels from one environment")
     busy, used = [False], set()
     def note(name, entry):
         busy[0] = True
@@ -437,6 +443,7 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
             'stage_dir': os.path.abspath(stage_dir), 'always': list(ALWAYS), 'sections': list(reads.sections),
             'modules': list(library_modules(notebook_path(profile, stage))), 'own': _forms(stage_dir),
             'run_dirs': _forms(profile.run_dir), 'upstream': upstream_stages(profile, stage, keyed=True),
+            'library': os.path.realpath(os.path.dirname(__import__('rsi_repro').__file__)),
             'data': sorted({f for p in data_paths(profile, reads) for f in _forms(p)}),
             'checked': _forms(root / 'data') + _forms(root / 'nbs'),
             'carried': [os.path.abspath(Path(stage_dir) / c) for c in carried], 'refusals': REFUSALS, 'used': USED,
@@ -445,7 +452,24 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
 def watch_source(spec: dict) -> str:
     "The code the runner appends to the injected parameters cell."
     parts = (_section_guard, _module_guard, _open_guard, watch_reads)
-    return f"\n{WATCH_MARK}\n{''.join(inspect.getsource(f) for f in parts)}watch_reads({spec!r})\ndel {', '.join(f.__name__ for f in parts)}\n"
+    return (f"\n{WATCH_MARK}\n{''.join(inspect.getsource(f) for f in parts)}watch_reads({spec!r})\ndel {', '.join(f.__name__ for f in parts)}\n"
+            f"{inspect.getsource(text_only)}text_only()\ndel text_only\n")
+
+def text_only():
+    "In a stage's kernel: every value a table shows is escaped (pandas' Styler and its format calls): the site is published."
+    import functools, pandas as pd
+    from pandas.io.formats.style import Styler
+    pd.set_option('styler.format.escape', 'html')
+    for name in ('format', 'format_index'):
+        plain = getattr(Styler, name)
+        if getattr(plain, 'text_only', False): continue
+        def escaped(self, *args, escape='html', _plain=plain, **kwargs): return _plain(self, *args, escape=escape, **kwargs)
+        setattr(Styler, name, functools.wraps(plain)(escaped)); getattr(Styler, name).text_only = True
+    if not getattr(Styler.__init__, 'text_only', False):      # the index and column labels of a table never formatted by hand
+        init = Styler.__init__
+        def labelled(self, *args, **kwargs):
+            init(self, *args, **kwargs); self.format_index(axis=0); self.format_index(axis=1)
+        Styler.__init__ = functools.wraps(init)(labelled); Styler.__init__.text_only = True
 
 # %% ../nbs/90_pipeline.ipynb #f002
 def read_marker(stage_dir: Path) -> Optional[dict]:
@@ -781,9 +805,13 @@ def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequenc
     "What `run` would do with these arguments, stage by stage, and why; nothing runs and nothing is written."
     profile = _request(profile, only, force, arms)
     cache, running, unfinished, restored, out = {}, set(), set(), {}, []
+    stale = stale_upstream(profile, only, cache) if only else {}
     for stage in profile.stages:
         if only and stage.name not in only:
             out.append(StagePlan(stage.name, 'not selected')); continue
+        if bad := [u for u in upstream_stages(profile, stage, keyed=True) if u in stale and u not in only]:
+            out.append(StagePlan(stage.name, 'blocked', (f"reads {', '.join(bad)}, stale under this profile ({'; '.join(', '.join(stale[u]) for u in bad)})",)))
+            continue
         ups = upstream_stages(profile, stage)
         if waits := [u for u in ups if u in unfinished]:
             unfinished.add(stage.name)
@@ -824,12 +852,35 @@ def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
     return '\n'.join(lines)
 
 # %% ../nbs/90_pipeline.ipynb #p002i
+def stale_upstream(profile: Profile, only: Sequence[str], cache: dict | None = None) -> dict[str, list[str]]:
+    """{stage: why} for every stage the `only` stages read (directly or through others) that is not selected and would
+    run under the current profile: its own inputs changed, or a stage it reads is stale."""
+    cache = {} if cache is None else cache
+    wanted = {u for s in profile.stages if s.name in only for u in upstream_stages(profile, s, keyed=True)} - set(only)
+    stale = {}
+    for s in profile.stages:
+        if s.name not in wanted: continue
+        if read_manifest(profile.run_dir / s.name) is None: continue          # never ran: the stage is blocked, said elsewhere
+        inputs = stage_inputs(profile, s, cache=cache, missing_upstream=True)
+        why = [r for r in _reasons(profile.run_dir / s.name, inputs, sha256_json(inputs), False) if r != RESTORE]
+        ups = [u for u in upstream_stages(profile, s, keyed=True) if u in stale]
+        if ups: why.append(f"upstream {', '.join(ups)} is stale")
+        if why: stale[s.name] = why
+    return stale
+
+def _refuse_stale(profile: Profile, only: Sequence[str], cache: dict) -> None:
+    if only and (stale := stale_upstream(profile, only, cache)):
+        said = '; '.join(f"{n} ({', '.join(w)})" for n, w in stale.items())
+        raise StageFailed(f"--only {', '.join(only)} would read stage(s) that are stale under {profile.path}: {said}; "
+                          "run them first (rsi-repro run without --only, or --only with them too)")
+
 def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
         log=print) -> list[StageResult]:
     "Run a profile's stages in order, holding the run folder's lock; returns what ran, what was skipped, and what waits for an unfinished stage."
     profile = _request(profile, only, force, arms)
     cache, results, unfinished, engines = {}, [], set(), RunEngines(profile)
     with run_lock(profile.run_dir, log), closing(engines):
+        _refuse_stale(profile, only, cache)
         if any('base' in stage_reads(s).sections for s in profile.stages if not only or s.name in only):
             from rsi_repro.bases import prepare_base
             prepare_base(_base_source(profile), profile.run_dir, log)

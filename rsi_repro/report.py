@@ -16,10 +16,11 @@ from .manifests import read_manifest
 from .pipeline import local_kernel_manager, rerecord, run_lock
 
 # %% auto #0
-__all__ = ['TEST_FLAGS', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden', 'blank_missing', 'relativise',
-           'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt', 'notebook_html', 'html_table',
-           'copy_source', 'grid_heatmap', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
-           'eval_reads_section', 'summary_page', 'render_pages', 'build_site', 'docs', 'main']
+__all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden',
+           'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
+           'notebook_html', 'html_table', 'copy_source', 'grid_heatmap', 'source_href', 'override_block',
+           'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page', 'render_pages', 'build_site',
+           'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -163,12 +164,48 @@ def page(title: str, body: str, depth: int = 0) -> str:
     return (f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}\n{_pygments_css()}</style>\n<body>{nav(depth)}\n{body}\n</body></html>")
 
-_EXTERNAL = re.compile(r'<(script|link)\b[^>]*\b(?:src|href)\s*=\s*["\']?(?:https?:)?//[^>]*>(?:\s*</script>)?', re.I)
+SAFE_TAGS = frozenset("""a abbr b blockquote br caption code col colgroup dd del details div dl dt em figcaption figure h1 h2 h3 h4
+    h5 h6 hr i img ins kbd li mark ol p pre q s samp small span strong style sub summary sup table tbody td tfoot th thead tr
+    u ul var""".split())
+SAFE_ATTRS = frozenset('class id href src alt title colspan rowspan width height align scope start type'.split())
+DROPPED = frozenset(('script', 'iframe', 'object', 'embed', 'link', 'base', 'form', 'noscript', 'template', 'svg', 'math'))
+_LOCAL_URL = re.compile(r'^(?:#[\w.:-]*|(?![a-z][a-z0-9+.-]*:)(?!//)[\w./%-]+(?:#[\w.:-]*)?|data:image/(?:png|jpeg|gif);base64,[\w+/=\s]+)$', re.I)
 
 def offline(text: str) -> str:
-    "Drop any script or stylesheet that would load from the network, and every script: the pages need none."
-    text = _EXTERNAL.sub('', text)
-    return re.sub(r'<script\b.*?</script>', '', text, flags=re.I | re.S)
+    """`text` with only the elements and attributes of `SAFE_TAGS` and `SAFE_ATTRS` kept (an `href`/`src` only to this page,
+    the site or a data image; a style sheet without `url()` or `@import`); every other element is written out as text,
+    a script or embedded document dropped with its content, every other attribute (any `on...` handler) dropped."""
+    from html.parser import HTMLParser
+    out, skipping, in_style = [], [], [False]
+    def attrs_of(attrs):
+        kept = []
+        for k, v in attrs:
+            if k not in SAFE_ATTRS or (k in ('href', 'src') and not _LOCAL_URL.match((v or '').strip())): continue
+            kept.append(f' {k}="{html.escape(v or "", quote=True)}"')
+        return ''.join(kept)
+    class Clean(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if skipping: return
+            if tag in DROPPED: skipping.append(tag); return
+            in_style[0] = tag == 'style'
+            out.append(f"<{tag}{attrs_of(attrs)}>" if tag in SAFE_TAGS else html.escape(self.get_starttag_text()))
+        def handle_startendtag(self, tag, attrs):
+            if skipping or tag in DROPPED: return
+            out.append(f"<{tag}{attrs_of(attrs)}>" if tag in SAFE_TAGS else html.escape(self.get_starttag_text()))
+        def handle_endtag(self, tag):
+            if skipping:
+                if tag == skipping[-1]: skipping.pop()
+                return
+            if tag == 'style': in_style[0] = False
+            out.append(f"</{tag}>" if tag in SAFE_TAGS else html.escape(f"</{tag}>"))
+        def handle_data(self, data):
+            if skipping: return
+            if in_style[0]: out.append(re.sub(r'url\s*\(|@import|</', '', data, flags=re.I)); return   # CSS: no network
+            out.append(html.escape(data, quote=False))
+        def handle_entityref(self, name): skipping or out.append(f"&{name};")
+        def handle_charref(self, name): skipping or out.append(f"&#{name};")
+    p = Clean(convert_charrefs=False); p.feed(text); p.close()
+    return ''.join(out)
 
 # %% ../nbs/92_report.ipynb #c011c
 def _alt_texts(nb, title: str) -> list[str]:

@@ -324,3 +324,28 @@ def test_a_stage_kernel_is_on_local_ipc_and_says_nothing_of_tcp(bare):
     assert 'TCP' not in r.stdout + r.stderr and 'encryption' not in r.stdout + r.stderr, r.stderr[-2000:]
     nb = json.loads((bare / 'outputs/t/pools/pools.ipynb').read_text())
     assert nb['metadata']['papermill']['exception'] is None
+
+
+def test_only_report_over_stale_stages_stops_naming_them(project):
+    "A profile change that makes the evaluation stale: `--only report` stops in one line naming it, and so does the dry run."
+    profile = project / PROFILE
+    text = profile.read_text()
+    profile.write_text(text.replace('  open_chat: {n: 8}', '  open_chat: {n: 6}'))
+    before = snapshot(project / RUN)
+    line = refused(cli(project, 'run', PROFILE, '--only', 'report'), '--only report', 'stale', 'eval (changed: profile section evals')
+    assert 'decide' in line or 'pair_read' in line                       # what reads the stale evaluation is stale too
+    assert snapshot(project / RUN) == before
+    dry = cli(project, 'run', PROFILE, '--only', 'report', '--dry-run')
+    assert dry.returncode == 0 and 'report' in dry.stdout and 'blocked' in dry.stdout and 'stale under this profile' in dry.stdout
+
+
+def test_the_environment_a_stage_gets_is_in_its_key_and_code_changing_variables_are_refused(project):
+    "compute.env reaches every process a stage starts: a change reruns the stages; a variable that swaps the code is refused."
+    profile = project / PROFILE
+    text = profile.read_text()
+    profile.write_text(text + "compute:\n  env: {OMP_DYNAMIC: 'false'}\n")
+    dry = cli(project, 'run', PROFILE, '--dry-run')
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.count('changed: compute.env OMP_DYNAMIC') >= 3 and '0 unchanged' in dry.stdout
+    profile.write_text(text + "compute:\n  env: {PYTHONPATH: /elsewhere}\n")
+    refused(cli(project, 'run', PROFILE, '--dry-run'), 'compute.env.PYTHONPATH', 'would change the code or libraries')
