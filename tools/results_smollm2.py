@@ -3,7 +3,8 @@ and write the README's section about them from those files (between its markers)
 by hand.
 
     python tools/results_smollm2.py copy [RUN_DIR]      # outputs/smollm2 -> results/smollm2, and the timings JSON
-    python tools/results_smollm2.py readme              # the README's section, written from results/smollm2
+    python tools/results_smollm2.py readme              # the README's section, written from results/smollm2, and RESULTS.md's
+                                                        # from benchmarks/results/cpu_pipeline_smollm2.json
     python tools/results_smollm2.py check               # exit 1, naming the first differing line, when the README's section
                                                         # is not what results/smollm2 gives (tests/test_results_smollm2.py)
 
@@ -175,19 +176,44 @@ def block(res: Path = RESULTS) -> str:
     return '\n'.join(lines)
 
 
-def readme_section(readme: str) -> str:
-    "The README's current section between the markers."
-    if BEGIN not in readme or END not in readme: raise SystemExit(f"README.md: no {BEGIN} ... {END} markers")
-    return readme[readme.index(BEGIN):readme.index(END) + len(END)]
+CPU_TIMINGS = ROOT / 'benchmarks' / 'results' / 'cpu_pipeline_smollm2.json'
+CPU_BEGIN, CPU_END = ('<!-- figures from benchmarks/results/cpu_pipeline_smollm2.json: begin -->',
+                      '<!-- figures from benchmarks/results/cpu_pipeline_smollm2.json: end -->')
 
 
-def check(readme_path: Path = ROOT / 'README.md', res: Path = RESULTS) -> str | None:
-    "None when the README's section is what `res` gives, else the first differing line, said."
-    want, have = block(res).splitlines(), readme_section(readme_path.read_text()).splitlines()
+def cpu_block(path: Path = CPU_TIMINGS) -> str:
+    "RESULTS.md's section on the real model's CPU profile: every stage's seconds, the total and the rerun, from its JSON."
+    r = json.loads(path.read_text())['run']
+    lines = [CPU_BEGIN, f"`python benchmarks/gpu_pipeline.py run {r['profile']} --out {path.relative_to(ROOT)}` on this project's "
+             f"2-core CPU machine, alone ({r['date']}; Python {r['versions']['python']}, torch {r['versions']['torch']}, transformers "
+             f"{r['versions']['transformers']}): the run folder deleted, every stage run, then the profile run again.", '',
+             "| stage | seconds |", "|---|---:|"]
+    lines += [f"| {s['stage']} | {s['seconds']:.1f} |" for s in r['stages']]
+    lines += [f"| **all {len(r['stages'])} stages** | **{r['stage_seconds']:.1f}** |", '',
+              f"The whole run took {r['wall_seconds'] / 60:.1f} minutes of wall time (the base's conversion included); the rerun "
+              f"{', '.join(r['rerun']['statuses'])} every stage in {r['rerun']['wall_seconds']:.1f} s.", CPU_END]
+    return '\n'.join(lines)
+
+
+def readme_section(readme: str, begin: str = BEGIN, end: str = END) -> str:
+    "A document's current section between two markers."
+    if begin not in readme or end not in readme: raise SystemExit(f"no {begin} ... {end} markers")
+    return readme[readme.index(begin):readme.index(end) + len(end)]
+
+
+def _differs(doc: str, what: str, want: str, have: str) -> str | None:
+    want, have = want.splitlines(), have.splitlines()
     if want == have: return None
     i = next(i for i, (x, y) in enumerate(zip(want + [''], have + [''])) if x != y)
-    return (f"README.md's results/smollm2 section differs from what results/smollm2 gives, at its line {i + 1}:\n"
-            f"  README:  {(have + [''])[i]}\n  results: {(want + [''])[i]}\nrun `python tools/results_smollm2.py readme`")
+    return (f"{doc}'s {what} section differs from what {what} gives, at its line {i + 1}:\n"
+            f"  {doc}: {(have + [''])[i]}\n  {what}: {(want + [''])[i]}\nrun `python tools/results_smollm2.py readme`")
+
+def check(readme_path: Path = ROOT / 'README.md', res: Path = RESULTS, results_md: Path = ROOT / 'benchmarks' / 'RESULTS.md',
+          cpu: Path = CPU_TIMINGS) -> str | None:
+    "None when the README's and RESULTS.md's sections are what their files give, else the first differing line, said."
+    said = _differs('README.md', 'results/smollm2', block(res), readme_section(readme_path.read_text()))
+    if said or not cpu.exists(): return said
+    return _differs('RESULTS.md', cpu.relative_to(ROOT).as_posix(), cpu_block(cpu), readme_section(results_md.read_text(), CPU_BEGIN, CPU_END))
 
 
 def main(argv=None) -> int:
@@ -200,6 +226,10 @@ def main(argv=None) -> int:
     if a.what == 'readme':
         path = ROOT / 'README.md'; text = path.read_text()
         path.write_text(text.replace(readme_section(text), block())); print("README.md: the section from results/smollm2")
+        if CPU_TIMINGS.exists():
+            path = ROOT / 'benchmarks' / 'RESULTS.md'; text = path.read_text()
+            path.write_text(text.replace(readme_section(text, CPU_BEGIN, CPU_END), cpu_block()))
+            print(f"RESULTS.md: the section from {CPU_TIMINGS.relative_to(ROOT)}")
         return 0
     said = check()
     if said: print(said, file=sys.stderr); return 1
