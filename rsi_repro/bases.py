@@ -4,7 +4,7 @@
 
 # %% ../nbs/02a_bases.ipynb #c002
 from __future__ import annotations
-import json, os, shutil, time
+import contextlib, io, json, os, shutil, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -16,7 +16,7 @@ from .io import (PACKAGE_PREFIX, DataError, atomic_write_text, package_path, pac
 # %% auto #0
 __all__ = ['SOURCE_KINDS', 'IDENTITY_GLOBS', 'HASH_CACHE_ENV', 'CACHE_MIN_BYTES', 'STUDY_MARKERS', 'CONVERTED_DIR',
            'SOURCE_RECORD', 'BaseError', 'SourceKind', 'BaseSource', 'base_source', 'cached_sha256', 'identity_files',
-           'content_sha256', 'base_identity', 'source_identity', 'check_markers', 'convert_gguf', 'llama_to_gguf',
+           'content_sha256', 'base_identity', 'source_identity', 'check_markers', 'llama_to_gguf', 'convert_gguf',
            'converted_dir', 'copy_problems', 'prepare_base', 'served_base']
 
 # %% ../nbs/02a_bases.ipynb #c005
@@ -137,28 +137,6 @@ def check_markers(tokenizer, where: str) -> None:
                             f"stops need {IM_START} and {IM_END} as single tokens (add them as special tokens and resize "
                             "the embeddings, or choose a base whose tokenizer has them)")
 
-# %% ../nbs/02a_bases.ipynb #c016
-def convert_gguf(src: str | Path, out: str | Path) -> None:
-    "Dequantise a GGUF file into a float32 safetensors checkpoint with its tokenizer in `out` (transformers' GGUF loader)."
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    src, out = Path(src), Path(out)
-    try:
-        tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-        net = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
-    except ImportError as e:
-        raise BaseError(f"{src}: reading a GGUF file needs the gguf package (pip install gguf): {e}") from None
-    except Exception as e:
-        raise BaseError(f"{src}: transformers cannot load this GGUF file ({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    settings = {k: v for k, v in net.config.to_dict().items() if k not in ('quantization_config', '_name_or_path', 'transformers_version')}
-    plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**settings), dtype=torch.float32)
-    plain.load_state_dict(net.state_dict(), strict=True)
-    plain.save_pretrained(out); tok.save_pretrained(out)
-    cfg_path = out / 'tokenizer_config.json'           # what it says of the machine it was saved on, not of the tokenizer
-    cfg = {k: v for k, v in json.loads(cfg_path.read_text()).items() if k not in ('is_local', 'local_files_only')}
-    cfg['model_max_length'] = settings.get('max_position_embeddings', cfg.get('model_max_length'))
-    atomic_write_text(cfg_path, json.dumps(cfg, indent=2, sort_keys=True) + '\n')
-
 # %% ../nbs/02a_bases.ipynb #c018
 _LLAMA_TENSORS = {'self_attn.q_proj': 'attn_q', 'self_attn.k_proj': 'attn_k', 'self_attn.v_proj': 'attn_v',
                   'self_attn.o_proj': 'attn_output', 'mlp.gate_proj': 'ffn_gate', 'mlp.up_proj': 'ffn_up',
@@ -206,6 +184,29 @@ def llama_to_gguf(folder: str | Path,         # a Llama checkpoint with a byte-l
         w.add_tensor(f"blk.{layer}.{kind}.weight", np.ascontiguousarray(_rotary_rows(a, heads[kind]) if kind in heads else a))
     w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
     return out
+
+# %% ../nbs/02a_bases.ipynb #c016
+def convert_gguf(src: str | Path, out: str | Path) -> None:
+    "Dequantise a GGUF file into a float32 safetensors checkpoint with its tokenizer in `out` (transformers' GGUF loader)."
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    src, out = Path(src), Path(out)
+    with contextlib.redirect_stderr(io.StringIO()):         # the loader's progress bars: the runner says one line instead
+        try:
+            tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+            net = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
+        except ImportError as e:
+            raise BaseError(f"{src}: reading a GGUF file needs the gguf package (pip install gguf): {e}") from None
+        except Exception as e:
+            raise BaseError(f"{src}: transformers cannot load this GGUF file ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        settings = {k: v for k, v in net.config.to_dict().items() if k not in ('quantization_config', '_name_or_path', 'transformers_version')}
+        plain = AutoModelForCausalLM.from_config(AutoConfig.for_model(**settings), dtype=torch.float32)
+        plain.load_state_dict(net.state_dict(), strict=True)
+        plain.save_pretrained(out); tok.save_pretrained(out)
+    cfg_path = out / 'tokenizer_config.json'           # what it says of the machine it was saved on, not of the tokenizer
+    cfg = {k: v for k, v in json.loads(cfg_path.read_text()).items() if k not in ('is_local', 'local_files_only')}
+    cfg['model_max_length'] = settings.get('max_position_embeddings', cfg.get('model_max_length'))
+    atomic_write_text(cfg_path, json.dumps(cfg, indent=2, sort_keys=True) + '\n')
 
 # %% ../nbs/02a_bases.ipynb #c022
 CONVERTED_DIR, SOURCE_RECORD = 'base', 'source.json'

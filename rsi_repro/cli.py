@@ -168,12 +168,19 @@ COMMANDS = {'run': run_command, 'verify': verify_command, 'train-sft': lambda a:
 
 def main(argv: list[str] | None = None) -> int:
     "Dispatch a command; an error a user can fix is one line on stderr (exit 1: a stage or a run folder; 2: an input)."
+    import errno
     args = _parser().parse_args(argv)
     try: return COMMANDS[args.command](args)
     except _user_errors() as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"rsi-repro: error: {' '.join(str(msg).splitlines())}", file=sys.stderr)
         return 1 if type(e).__name__ == 'StageFailed' else 2
+    except OSError as e:                 # a full disk is the machine's state, not a bug: one line, what was being written
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT): raise
+        where = f" writing {e.filename}" if e.filename else ''
+        print(f"rsi-repro: error: no space left on the device{where} ({e.strerror}); nothing half-written was kept: free space "
+              "and run again (finished stages are skipped)", file=sys.stderr)
+        return 1
 
 # %% ../nbs/91_cli.ipynb #c005
 #| eval: false

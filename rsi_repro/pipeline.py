@@ -6,7 +6,7 @@
 from __future__ import annotations
 import ast, inspect, json, os, re, shutil, socket, time
 from contextlib import closing, contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
@@ -21,13 +21,14 @@ from .manifests import output_hashes, read_manifest, stage_problems, with_hashes
 
 # %% auto #0
 __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER',
-           'RUNNER_PARAMS', 'WATCH_MARK', 'REFUSALS', 'USED', 'RESTORE', 'SHARED_ENGINES_ENV', 'StageFailed',
+           'RUNNER_PARAMS', 'WATCH_MARK', 'REFUSALS', 'USED', 'KERNELS', 'RESTORE', 'SHARED_ENGINES_ENV', 'StageFailed',
            'StageResult', 'run_lock', 'confined', 'Reads', 'profile_sections', 'stage_reads', 'named_paths',
            'data_identities', 'data_paths', 'library_modules', 'upstream_stages', 'order_stages', 'notebook_path',
-           'stage_inputs', 'key_changes', 'label_identities', 'check_params', 'watch_reads', 'watch_spec',
-           'watch_source', 'text_only', 'read_marker', 'previous_dir', 'foreign', 'prepare_folder', 'restore_folder',
-           'finish_folder', 'check_outputs', 'trusted_carry', 'local_kernel_manager', 'seal_of', 'rerecord',
-           'RunEngines', 'run_stage', 'StagePlan', 'plan', 'format_plan', 'stale_upstream', 'run']
+           'stage_inputs', 'key_changes', 'label_identities', 'check_params', 'text_only', 'watch_reads', 'watch_spec',
+           'watch_source', 'read_marker', 'previous_dir', 'foreign', 'prepare_folder', 'restore_folder',
+           'finish_folder', 'check_outputs', 'trusted_carry', 'kernel_prefix', 'local_kernel_manager',
+           'leftover_kernel_files', 'kernel_exit', 'seal_of', 'rerecord', 'RunEngines', 'run_stage', 'StagePlan',
+           'stale_upstream', 'plan', 'format_plan', 'run']
 
 # %% ../nbs/90_pipeline.ipynb #c005
 QUIET_ENV = {'TQDM_DISABLE': '1', 'HF_DATASETS_DISABLE_PROGRESS_BARS': '1', 'TRANSFORMERS_VERBOSITY': 'error',
@@ -280,6 +281,11 @@ def notebook_path(profile: Profile, stage: Stage) -> Path:
     return profile.resolve(Path('nbs/stages') / f"{stage.notebook}.ipynb")
 
 # %% ../nbs/90_pipeline.ipynb #k002c
+def _keyed_section(profile: Profile, name: str):
+    "A section as a stage's key holds it: the base without its path (its identity, in the key's data, is what it is)."
+    section = getattr(profile, name)
+    return replace(section, name_or_path='') if name == 'base' else section
+
 def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, cache: dict | None = None,
                  missing_upstream: bool = False, manifests: dict | None = None) -> dict:
     """Everything a stage's result depends on, each part hashed on its own. A dry run lets an upstream stage not have
@@ -295,7 +301,7 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
         if name not in first: upstream[name] = m['outputs_sha256'] if m else None
     pkg = Path(rsi_repro.__file__).parent
     return {'scheme': KEY_SCHEME, 'stage': to_dict(stage), 'notebook': sha256_file(nb),
-            'sections': {s: fingerprint(getattr(profile, s)) for s in reads.sections},
+            'sections': {s: fingerprint(_keyed_section(profile, s)) for s in reads.sections},
             **({'environment': dict(sorted(profile.compute.env.items()))} if profile.compute.env else {}),   # what every process gets
             'data': data_identities(profile, reads, cache),
             'library': {f.relative_to(pkg).as_posix(): sha256_file(f) for f in library_modules(nb).values()},
@@ -395,6 +401,23 @@ def _open_guard(spec, refuse, note, busy, used):
             refuse(f"read {rel}", f"it is not one of its data; declare it in {spec['registry']}.data")
     return hook
 
+# %% ../nbs/90_pipeline.ipynb #w002tz
+def text_only():
+    "In a stage's kernel: every value a table shows is escaped (pandas' Styler and its format calls): the site is published."
+    import functools, pandas as pd
+    from pandas.io.formats.style import Styler
+    pd.set_option('styler.format.escape', 'html')
+    for name in ('format', 'format_index'):
+        plain = getattr(Styler, name)
+        if getattr(plain, 'text_only', False): continue
+        def escaped(self, *args, escape='html', _plain=plain, **kwargs): return _plain(self, *args, escape=escape, **kwargs)
+        setattr(Styler, name, functools.wraps(plain)(escaped)); getattr(Styler, name).text_only = True
+    if not getattr(Styler.__init__, 'text_only', False):      # the index and column labels of a table never formatted by hand
+        init = Styler.__init__
+        def labelled(self, *args, **kwargs):
+            init(self, *args, **kwargs); self.format_index(axis=0); self.format_index(axis=1)
+        Styler.__init__ = functools.wraps(init)(labelled); Styler.__init__.text_only = True
+
 # %% ../nbs/90_pipeline.ipynb #w002i
 def watch_reads(spec):
     "Run in a stage's kernel before the notebook: a read the stage's key does not cover raises `UndeclaredRead`, naming it."
@@ -454,22 +477,6 @@ def watch_source(spec: dict) -> str:
     parts = (_section_guard, _module_guard, _open_guard, watch_reads)
     return (f"\n{WATCH_MARK}\n{''.join(inspect.getsource(f) for f in parts)}watch_reads({spec!r})\ndel {', '.join(f.__name__ for f in parts)}\n"
             f"{inspect.getsource(text_only)}text_only()\ndel text_only\n")
-
-def text_only():
-    "In a stage's kernel: every value a table shows is escaped (pandas' Styler and its format calls): the site is published."
-    import functools, pandas as pd
-    from pandas.io.formats.style import Styler
-    pd.set_option('styler.format.escape', 'html')
-    for name in ('format', 'format_index'):
-        plain = getattr(Styler, name)
-        if getattr(plain, 'text_only', False): continue
-        def escaped(self, *args, escape='html', _plain=plain, **kwargs): return _plain(self, *args, escape=escape, **kwargs)
-        setattr(Styler, name, functools.wraps(plain)(escaped)); getattr(Styler, name).text_only = True
-    if not getattr(Styler.__init__, 'text_only', False):      # the index and column labels of a table never formatted by hand
-        init = Styler.__init__
-        def labelled(self, *args, **kwargs):
-            init(self, *args, **kwargs); self.format_index(axis=0); self.format_index(axis=1)
-        Styler.__init__ = functools.wraps(init)(labelled); Styler.__init__.text_only = True
 
 # %% ../nbs/90_pipeline.ipynb #f002
 def read_marker(stage_dir: Path) -> Optional[dict]:
@@ -575,19 +582,51 @@ def trusted_carry(stage_dir: Path, reads: Reads, fresh: bool) -> None:
             raise StageFailed(f"{portable(path)} {what}; a rerun would carry it over: {fix}")
 
 # %% ../nbs/90_pipeline.ipynb #s001l
-def local_kernel_manager() -> type:
-    "jupyter's kernel manager (the one nbclient uses), with its kernels on IPC sockets in jupyter's runtime folder."
+KERNELS: list = []       # the kernel processes this runner started, newest last: a dead one's exit status is read back
+
+def kernel_prefix(run_dir: Path | None = None) -> str:
+    "The name a run's kernels give their sockets and connection files in jupyter's runtime folder: one prefix per run folder."
+    return 'rsi-kernel' + (f"-{sha256_json(os.path.abspath(run_dir))[:10]}" if run_dir is not None else '')
+
+def local_kernel_manager(run_dir: Path | None = None) -> type:
+    """jupyter's kernel manager (the one nbclient uses), with its kernels on IPC sockets in jupyter's runtime folder, their
+    sockets and connection file named by the run folder (`kernel_prefix`), and each kernel's process kept (`KERNELS`)."""
     import uuid
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
+    prefix = kernel_prefix(run_dir)
     class LocalKernelManager(AsyncKernelManager):
         transport = 'ipc'
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
             runtime = Path(jupyter_runtime_dir()); runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
             # jupyter's default socket name is relative: the sockets would land in whatever folder the runner was started in
-            self.ip = str(runtime / f"rsi-kernel-{uuid.uuid4().hex[:12]}")
+            name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+            self.ip, self.connection_file = str(runtime / name), str(runtime / f"{name}.json")
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+            KERNELS.append(self.provisioner.process)
     return LocalKernelManager
+
+def leftover_kernel_files(run_dir: Path) -> list[Path]:
+    """The sockets and connection files a killed runner of this run folder left in jupyter's runtime folder (one runner
+    holds a run folder at a time, so any with its prefix are a dead runner's): removed, and returned."""
+    from jupyter_core.paths import jupyter_runtime_dir
+    found = sorted(Path(jupyter_runtime_dir()).glob(f"{kernel_prefix(run_dir)}-*"))
+    for f in found: f.unlink(missing_ok=True)
+    return found
+
+def kernel_exit(process) -> str:
+    "How a dead kernel's process ended, in words (its signal by name)."
+    import signal as sig
+    rc = process.poll() if process is not None else None
+    if rc is None: return "the process was killed, most likely for lack of memory (see `dmesg` or the job's memory limit)"
+    if rc < 0:
+        name = sig.Signals(-rc).name if -rc in {s.value for s in sig.Signals} else f"signal {-rc}"
+        why = {'SIGKILL': ' (the system does this to a process out of memory, or `kill -9` did: see `dmesg` or the job\'s memory limit)',
+               'SIGTERM': ' (a job scheduler ending the job, or `kill`)', 'SIGSEGV': ' (a crash in compiled code)'}.get(name, '')
+        return f"the process was killed by {name}{why}"
+    return f"the process exited with status {rc}"
 
 
 # %% ../nbs/90_pipeline.ipynb #s002
@@ -630,7 +669,7 @@ def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, 
     tmp = stage_dir / f".{stage.notebook}.input.ipynb"
     nbformat.write(nb, tmp)
     try: pm.execute_notebook(str(tmp), str(nb_out), cwd=str(profile.root), kernel_name='python3', progress_bar=False, log_output=False,
-                             kernel_manager_class=local_kernel_manager())
+                             kernel_manager_class=local_kernel_manager(profile.run_dir))
     finally:
         tmp.unlink(missing_ok=True)
         if nb_out.exists(): _tidy(nb_out, nb_in, Path(profile.root))
@@ -684,8 +723,8 @@ def _run_notebook(profile: Profile, stage: Stage, stage_dir: Path, parameters: d
         raise StageFailed(f"stage '{stage.name}' failed in cell {e.exec_count} [{first[:60]}] ({e.ename}: {e.evalue}); "
                           f"see the executed notebook {shown}") from None
     except DeadKernelError:
-        raise StageFailed(f"stage '{stage.name}': its kernel died in {_died_in(nb_out)}: the process was killed, most likely for lack of "
-                          f"memory (see `dmesg` or the job's memory limit); see the executed notebook {shown}") from None
+        raise StageFailed(f"stage '{stage.name}': its kernel died in {_died_in(nb_out)}: {kernel_exit(KERNELS[-1] if KERNELS else None)}; "
+                          f"see the executed notebook {shown}") from None
     if refused := _refusals(stage_dir):
         raise StageFailed(f"{refused[0]} (the stage caught the error and went on; {len(refused)} such read(s)); see {shown}")
 
@@ -800,6 +839,30 @@ def _request(profile: Profile | str | Path, only: Sequence[str], force: Sequence
     check_params(profile)
     return profile
 
+# %% ../nbs/90_pipeline.ipynb #p002s
+def stale_upstream(profile: Profile, only: Sequence[str], cache: dict | None = None) -> dict[str, list[str]]:
+    """{stage: why} for every stage the `only` stages read (directly or through others) that is not selected and would
+    run under the current profile: its own inputs changed, or a stage it reads is stale."""
+    cache = {} if cache is None else cache
+    wanted = {u for s in profile.stages if s.name in only for u in upstream_stages(profile, s, keyed=True)} - set(only)
+    stale = {}
+    for s in profile.stages:
+        if s.name not in wanted: continue
+        if read_manifest(profile.run_dir / s.name) is None: continue          # never ran: the stage is blocked, said elsewhere
+        if any(read_manifest(profile.run_dir / u) is None for u in upstream_stages(profile, s, keyed=True)): continue   # so is this one
+        inputs = stage_inputs(profile, s, cache=cache, missing_upstream=True)
+        why = [r for r in _reasons(profile.run_dir / s.name, inputs, sha256_json(inputs), False) if r != RESTORE]
+        ups = [u for u in upstream_stages(profile, s, keyed=True) if u in stale]
+        if ups: why.append(f"upstream {', '.join(ups)} is stale")
+        if why: stale[s.name] = why
+    return stale
+
+def _refuse_stale(profile: Profile, only: Sequence[str], cache: dict) -> None:
+    if only and (stale := stale_upstream(profile, only, cache)):
+        said = '; '.join(f"{n} ({', '.join(w)})" for n, w in stale.items())
+        raise StageFailed(f"--only {', '.join(only)} would read stage(s) that are stale under {profile.path}: {said}; "
+                          "run them first (rsi-repro run without --only, or --only with them too)")
+
 # %% ../nbs/90_pipeline.ipynb #p002c
 def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = ()) -> list[StagePlan]:
     "What `run` would do with these arguments, stage by stage, and why; nothing runs and nothing is written."
@@ -809,9 +872,6 @@ def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequenc
     for stage in profile.stages:
         if only and stage.name not in only:
             out.append(StagePlan(stage.name, 'not selected')); continue
-        if bad := [u for u in upstream_stages(profile, stage, keyed=True) if u in stale and u not in only]:
-            out.append(StagePlan(stage.name, 'blocked', (f"reads {', '.join(bad)}, stale under this profile ({'; '.join(', '.join(stale[u]) for u in bad)})",)))
-            continue
         ups = upstream_stages(profile, stage)
         if waits := [u for u in ups if u in unfinished]:
             unfinished.add(stage.name)
@@ -820,6 +880,9 @@ def plan(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequenc
         first = [u for u in order_stages(profile, stage) if u not in restored and read_manifest(profile.run_dir / u) is None]
         if absent := [u for u, v in inputs['upstream'].items() if v is None and u not in running] + [u for u in first if u not in running]:
             out.append(StagePlan(stage.name, 'blocked', (f"needs {', '.join(absent)}, which has not run",))); continue
+        if bad := [u for u in upstream_stages(profile, stage, keyed=True) if u in stale and u not in only]:
+            out.append(StagePlan(stage.name, 'blocked', (f"reads {', '.join(bad)}, stale under this profile ({'; '.join(', '.join(stale[u]) for u in bad)})",)))
+            continue
         for u in upstream_stages(profile, stage, keyed=True):
             if u not in running and u not in restored: check_outputs(profile.run_dir / u, cache, reader=stage.name)   # a restored one was checked
         reasons = _reasons(profile.run_dir / stage.name, inputs, sha256_json(inputs), 'all' in force or stage.name in force)
@@ -852,28 +915,6 @@ def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
     return '\n'.join(lines)
 
 # %% ../nbs/90_pipeline.ipynb #p002i
-def stale_upstream(profile: Profile, only: Sequence[str], cache: dict | None = None) -> dict[str, list[str]]:
-    """{stage: why} for every stage the `only` stages read (directly or through others) that is not selected and would
-    run under the current profile: its own inputs changed, or a stage it reads is stale."""
-    cache = {} if cache is None else cache
-    wanted = {u for s in profile.stages if s.name in only for u in upstream_stages(profile, s, keyed=True)} - set(only)
-    stale = {}
-    for s in profile.stages:
-        if s.name not in wanted: continue
-        if read_manifest(profile.run_dir / s.name) is None: continue          # never ran: the stage is blocked, said elsewhere
-        inputs = stage_inputs(profile, s, cache=cache, missing_upstream=True)
-        why = [r for r in _reasons(profile.run_dir / s.name, inputs, sha256_json(inputs), False) if r != RESTORE]
-        ups = [u for u in upstream_stages(profile, s, keyed=True) if u in stale]
-        if ups: why.append(f"upstream {', '.join(ups)} is stale")
-        if why: stale[s.name] = why
-    return stale
-
-def _refuse_stale(profile: Profile, only: Sequence[str], cache: dict) -> None:
-    if only and (stale := stale_upstream(profile, only, cache)):
-        said = '; '.join(f"{n} ({', '.join(w)})" for n, w in stale.items())
-        raise StageFailed(f"--only {', '.join(only)} would read stage(s) that are stale under {profile.path}: {said}; "
-                          "run them first (rsi-repro run without --only, or --only with them too)")
-
 def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
         log=print) -> list[StageResult]:
     "Run a profile's stages in order, holding the run folder's lock; returns what ran, what was skipped, and what waits for an unfinished stage."
@@ -881,6 +922,8 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
     cache, results, unfinished, engines = {}, [], set(), RunEngines(profile)
     with run_lock(profile.run_dir, log), closing(engines):
         _refuse_stale(profile, only, cache)
+        if left := leftover_kernel_files(profile.run_dir):          # a killed runner's kernel sockets and connection files
+            log(f"removed {len(left)} socket(s) and connection file(s) a killed runner of {portable(profile.run_dir)} left")
         if any('base' in stage_reads(s).sections for s in profile.stages if not only or s.name in only):
             from rsi_repro.bases import prepare_base
             prepare_base(_base_source(profile), profile.run_dir, log)

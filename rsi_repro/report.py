@@ -164,6 +164,7 @@ def page(title: str, body: str, depth: int = 0) -> str:
     return (f"<!doctype html><html lang=en><meta charset=utf-8><title>{html.escape(title)}</title>"
             f"<style>{_STYLE}\n{_pygments_css()}</style>\n<body>{nav(depth)}\n{body}\n</body></html>")
 
+# %% ../nbs/92_report.ipynb #c011o
 SAFE_TAGS = frozenset("""a abbr b blockquote br caption code col colgroup dd del details div dl dt em figcaption figure h1 h2 h3 h4
     h5 h6 hr i img ins kbd li mark ol p pre q s samp small span strong style sub summary sup table tbody td tfoot th thead tr
     u ul var""".split())

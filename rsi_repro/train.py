@@ -752,7 +752,7 @@ def train_falling_back(make,       # (split) -> a trainer on `net` at that split
         return {'at_step': step}
     return train_retrying(attempt, split, fallback_splits(split, checkpointing), reset, retries)
 
-# %% ../nbs/31_train.ipynb #c016
+# %% ../nbs/31_train.ipynb #c015g
 class Diverged(RuntimeError):
     "A training run whose loss or gradient norm stopped being a finite number, or an adapter with a non-finite weight."
 
@@ -778,6 +778,7 @@ def check_finite_adapter(adapter: str | Path) -> None:
                 raise Diverged(f"{f}: tensor {name} holds {int((~torch.isfinite(t)).sum())} non-finite value(s): a diverged "
                                "adapter, never recorded or warm-started from; retrain its stage with a lower learning rate")
 
+# %% ../nbs/31_train.ipynb #c016
 def _save_adapter(trainer, out: Path, model: ModelRef):
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:

@@ -144,9 +144,15 @@ def test_editing_the_sealed_rule_makes_decide_fail(profile_path, first_run):
     from rsi_repro.pipeline import StageFailed
     edited = profile_path.with_name('edited.yaml')
     edited.write_text(profile_path.read_text().replace("stages:", "promotion:\n  clauses:\n    - {kind: delta_above, instrument: h6, threshold: -1.0}\nstages:", 1))
+    from rsi_repro.pipeline import run_stage
     try:
-        with pytest.raises(StageFailed, match="stage 'decide' failed.*changed since it was sealed"):
+        # `--only decide` stops first: the stage that sealed the rule is stale under the edited profile
+        with pytest.raises(StageFailed, match=r"--only decide would read stage\(s\) that are stale .*preregister \(changed: profile section promotion\)"):
             run(edited, only=['decide'], force=['decide'], log=lambda *a: None)
+        # and decide itself, run past that check, refuses the rule that changed since it was sealed
+        prof = load_profile(edited)
+        with pytest.raises(StageFailed, match="stage 'decide' failed.*changed since it was sealed"):
+            run_stage(prof, prof.stage('decide'), force=True, log=lambda *a: None)
     finally:
         edited.unlink(missing_ok=True)
     # the finished decision waited aside; with the sealed rule back, it is put back rather than decided again

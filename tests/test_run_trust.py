@@ -295,8 +295,9 @@ def test_a_corpus_error_names_the_files_line(tmp_path):
         for row in read_band(corpus, Band(0, 9)): chat_messages(row, row_where(corpus, row))
 
 
-def test_a_dead_kernel_is_one_line_naming_the_stage_and_cell(tmp_path, monkeypatch, capsys):
-    "A stage whose kernel is killed (what the system does when memory runs out) stops the run in one line."
+def test_a_dead_kernel_is_one_line_naming_the_stage_the_cell_and_the_signal(tmp_path, monkeypatch, capsys):
+    """A stage whose kernel is killed (what the system does when memory runs out) stops the run in one line naming the signal;
+    a rerun removes the kernel's sockets and connection file a killed runner would have left."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
     from rsi_repro import pipeline as pl
@@ -312,8 +313,18 @@ def test_a_dead_kernel_is_one_line_naming_the_stage_and_cell(tmp_path, monkeypat
     assert main(['run', 'p.yaml']) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rsi-repro: error: stage 'big': its kernel died in cell 3 [import os, signal]: "
-                                               "the process was killed, most likely for lack of memory"), err
+                                               "the process was killed by SIGKILL (the system does this to a process out of memory"), err
     assert pl.read_manifest(tmp_path / 'outputs/t/big') is None
+    from jupyter_core.paths import jupyter_runtime_dir
+    runtime = Path(jupyter_runtime_dir())
+    left = [runtime / f"{pl.kernel_prefix(tmp_path / 'outputs/t')}-0123abcd{end}" for end in ('-1', '-2', '.json')]
+    for f in left: f.write_text('')                                  # what a runner killed with its kernel leaves
+    other = runtime / f"{pl.kernel_prefix(tmp_path / 'outputs/other')}-0123abcd.json"; other.write_text('')
+    said = []
+    monkeypatch.setitem(pl.STAGE_READS, 'big', pl.Reads(('serving',)))
+    with pytest.raises(pl.StageFailed): pl.run('p.yaml', log=said.append)
+    assert not any(f.exists() for f in left) and other.exists() and any('removed 3 socket(s) and connection file(s)' in s for s in said)
+    other.unlink()
 
 
 def test_a_stage_kernel_is_on_local_ipc_and_says_nothing_of_tcp(bare):
