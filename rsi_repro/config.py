@@ -134,6 +134,9 @@ class Optim:
     parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
     kernels: str = 'none'               # 'liger': Liger's RMSNorm and rotary kernels (a GPU); 'compile': torch.compile's
     pad_to_multiple_of: int = 1         # a micro-batch's length rounded up to a multiple of this (padded rows, no padding_free)
+    checkpoint_steps: Optional[int] = None      # a resumable checkpoint every N optimiser steps (null: none)
+    checkpoint_minutes: Optional[float] = None  # ... or after M minutes of training since the last one, whichever comes first
+    checkpoints_kept: int = 2                   # the last K complete checkpoints are kept while the run trains
     def validate(self, where, p):
         one_of(where, f"{p}.schedule", self.schedule, SCHEDULES)
         one_of(where, f"{p}.lora_compute", self.lora_compute, LORA_COMPUTE)
@@ -150,6 +153,7 @@ class Optim:
             if not self.micro_batch_fit:
                 raise ProfileError(where, f"{p}.activation_checkpointing", "auto needs micro_batch_fit: true (the fit decides it)")
         positive(where, f"{p}.pad_to_multiple_of", self.pad_to_multiple_of)
+        for k in ('checkpoint_steps', 'checkpoint_minutes', 'checkpoints_kept'): positive(where, f"{p}.{k}", getattr(self, k))
         if self.padding_free and self.pad_to_multiple_of > 1:
             raise ProfileError(where, f"{p}.pad_to_multiple_of", "padding_free batches are one row of real tokens: leave it at 1")
         if self.length_grouping and self.padding_free:

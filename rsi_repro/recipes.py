@@ -48,8 +48,9 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
         mix = write_sft_mix(examples, tok, cfg.optim.seq_len, stage_dir / f"epoch{e}" / 'sft.npz')
         out = stage_dir / f"epoch{e}" / ADAPTER
         adapters.append(str(out))
-        ev = train_sft(ref, profile.base.architecture, mix.path, cfg.lora, cfg.optim, out, tag=f"sft-epoch{e}",
-                       warm_start=warm, report_to=report_to)
+        done = is_current(out, mix.path, warm, cfg.lora, cfg.optim, ref, tag=f"sft-epoch{e}")   # a resumed stage: this epoch finished
+        ev = json.loads((out / EVIDENCE).read_text()) if done else train_sft(ref, profile.base.architecture, mix.path, cfg.lora, cfg.optim,
+                                                                               out, tag=f"sft-epoch{e}", warm_start=warm, report_to=report_to)
         warm = str(out)
         summary.append({'epoch': e, 'bands': {c.name: [c.bands[e].start, c.bands[e].stop] for c in cfg.corpora},
                         'examples': mix.examples, 'dropped_overlong': len(mix.dropped_overlong), 'tokens': ev['training_tokens'],
@@ -186,8 +187,10 @@ def train_repair(profile_path: str, stage_dir: str, mix_path: str, report_to=('t
     from rsi_repro.config import load_profile
     profile = load_profile(profile_path)
     cfg, parent = profile.repair, resolve_checkpoint(profile, profile.repair.warm_start)
-    return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix_path, cfg.lora, cfg.optim, Path(stage_dir) / ADAPTER,
-                     tag='repair', warm_start=str(parent) if parent else None, report_to=list(report_to))
+    ref, out, warm = ModelRef.from_profile(profile), Path(stage_dir) / ADAPTER, str(parent) if parent else None
+    if is_current(out, mix_path, warm, cfg.lora, cfg.optim, ref, tag='repair'): return json.loads((out / EVIDENCE).read_text())
+    return train_sft(ref, profile.base.architecture, mix_path, cfg.lora, cfg.optim, out, tag='repair', warm_start=warm,
+                     report_to=list(report_to))
 
 # %% ../nbs/35_recipes.ipynb #c016m
 def mix_target_report(target, mix_path: str | Path, evidence: dict | None, out_csv: str | Path) -> 'pd.DataFrame':

@@ -4,7 +4,7 @@
 
 # %% ../nbs/31_train.ipynb #c002
 from __future__ import annotations
-import json, math, os, platform, shutil, time
+import json, math, os, platform, shutil, sys, time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,19 +20,20 @@ from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_REGIONS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS',
-           'SPLIT_NOISE', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'lora_targets', 'lora_config',
-           'load_for_training', 'TokenCount', 'count_trained', 'Split', 'trainer_kwargs', 'check_kernels',
-           'compile_norms_and_activations', 'compile_decoder_layers', 'base_model_type', 'compile_regions',
-           'compile_layers', 'apply_kernels', 'kernel_modules', 'gpu_count', 'write_evidence', 'is_current',
-           'read_evidence', 'StepGroupedSampler', 'trainer_class', 'lora_bf16_inputs', 'varlen_attention',
-           'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split',
-           'fits_memory', 'reserved_memory_held', 'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch',
-           'fit_lengths', 'second_pass_seconds', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit',
-           'fallback_splits', 'train_retrying', 'train_falling_back', 'Diverged', 'finite_watch',
-           'check_finite_adapter', 'train_and_record', 'train_sft', 'preference_rows', 'use_shared_reference',
-           'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log', 'launch_training', 'rank_main',
-           'reference_path', 'reference_key', 'read_reference', 'reference_is_current', 'reference_evidence',
-           'reference_logps', 'reference_logps_fitting', 'dpo_reference']
+           'SPLIT_NOISE', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'CHECKPOINT_MARK', 'PROGRESS',
+           'KEY_ARGS', 'lora_targets', 'lora_config', 'load_for_training', 'TokenCount', 'count_trained', 'Split',
+           'checkpointing', 'trainer_kwargs', 'check_kernels', 'compile_norms_and_activations',
+           'compile_decoder_layers', 'base_model_type', 'compile_regions', 'compile_layers', 'apply_kernels',
+           'kernel_modules', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence', 'StepGroupedSampler',
+           'trainer_class', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'routed_rows',
+           'lean_grouped_mm_experts', 'use_lean_experts', 'choose_split', 'fits_memory', 'reserved_memory_held',
+           'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'second_pass_seconds',
+           'fit_split', 'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
+           'train_falling_back', 'Diverged', 'finite_watch', 'check_finite_adapter', 'checkpoint_key', 'Resume',
+           'checkpoints', 'resume_point', 'checkpoint_watch', 'remove_checkpoints', 'train_and_record', 'train_sft',
+           'preference_rows', 'use_shared_reference', 'dpo_trainer_factory', 'processed_pairs', 'train_dpo', 'loss_log',
+           'launch_training', 'rank_main', 'reference_path', 'reference_key', 'read_reference', 'reference_is_current',
+           'reference_evidence', 'reference_logps', 'reference_logps_fitting', 'dpo_reference']
 
 # %% ../nbs/31_train.ipynb #c005
 LORA_TARGETS = {
@@ -131,6 +132,10 @@ class Split:
     grad_accum: int
     activation_checkpointing: bool
 
+def checkpointing(optim: Optim) -> bool:
+    "Whether a run saves resumable checkpoints (`optim.checkpoint_steps` or `optim.checkpoint_minutes`)."
+    return bool(optim.checkpoint_steps or optim.checkpoint_minutes)
+
 def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] = ('tensorboard',), lr: float | None = None,
                    steps: int | None = None, seed: int | None = None, split: Split | None = None) -> dict:
     "Keyword arguments shared by SFTConfig and DPOConfig (`split`: the micro-batch, grad-accum and checkpointing run with)."
@@ -142,7 +147,8 @@ def trainer_kwargs(optim: Optim, out_dir: str | Path, report_to: Sequence[str] =
               per_device_train_batch_size=split.micro_batch, gradient_accumulation_steps=split.grad_accum,
               warmup_steps=optim.warmup, lr_scheduler_type=optim.schedule, weight_decay=optim.weight_decay,
               max_grad_norm=optim.max_grad_norm, seed=seed if seed is not None else optim.seed,
-              data_seed=seed if seed is not None else optim.seed, logging_steps=1, save_strategy='no',
+              data_seed=seed if seed is not None else optim.seed, logging_steps=1,
+              save_strategy='steps' if checkpointing(optim) else 'no', save_steps=optim.checkpoint_steps or 10**9,
               report_to=list(report_to), bf16=optim.bf16 and torch.cuda.is_available(), dataloader_num_workers=0,
               use_cpu=not torch.cuda.is_available(),     # also what makes torchrun's CPU ranks one gloo process group
               logging_nan_inf_filter=False,   # a NaN loss is logged as NaN (the filter also synchronised every micro-batch)
@@ -778,7 +784,74 @@ def check_finite_adapter(adapter: str | Path) -> None:
                 raise Diverged(f"{f}: tensor {name} holds {int((~torch.isfinite(t)).sum())} non-finite value(s): a diverged "
                                "adapter, never recorded or warm-started from; retrain its stage with a lower learning rate")
 
-# %% ../nbs/31_train.ipynb #c016
+# %% ../nbs/31_train.ipynb #c015l
+CHECKPOINT_MARK, PROGRESS = '.complete', '.progress.json'
+KEY_ARGS = ('learning_rate', 'max_steps', 'num_train_epochs', 'per_device_train_batch_size', 'gradient_accumulation_steps',
+            'seed', 'data_seed', 'warmup_steps', 'lr_scheduler_type', 'lr_scheduler_kwargs', 'weight_decay', 'max_grad_norm',
+            'beta', 'loss_type', 'loss_weights', 'max_length', 'padding_free', 'pad_to_multiple_of')
+
+def checkpoint_key(trainer, model: ModelRef, tag: str, warm_start: str | None, lora: Lora, optim: Optim, dataset_path) -> str:
+    "What a checkpoint must have been trained with to be resumed from: base, warm start, data, settings, world size."
+    args = trainer.args.to_dict()
+    return sha256_json({'tag': tag, 'base': base_identity(model.base, model.revision), 'warm_start': adapter_identity(warm_start),
+                        'data': sha256_file(dataset_path), 'lora': to_dict(lora), 'optim': to_dict(optim),
+                        'trainer': {k: args.get(k) for k in KEY_ARGS}, 'world_size': trainer.args.world_size})
+
+@dataclass(frozen=True)
+class Resume:
+    "Where a run resumes: its checkpoint, the step it holds, the work a killed run did past it, the counts so far."
+    path: Path
+    step: int
+    redone: int
+    counted: dict
+
+def checkpoints(out: Path) -> list[Path]:
+    "The checkpoint folders beside an adapter, oldest first."
+    found = [p for p in Path(out).glob('checkpoint-*') if p.is_dir() and p.name.split('-')[-1].isdigit()]
+    return sorted(found, key=lambda p: int(p.name.split('-')[-1]))
+
+def resume_point(out: str | Path, key: str, say=lambda line: print(line, file=sys.stderr)) -> Optional[Resume]:
+    "The newest complete checkpoint of this key, if any; every incomplete one and every one of another key removed, named."
+    out, found = Path(out), None
+    for p in reversed(checkpoints(out)):
+        mark = p / CHECKPOINT_MARK
+        rec = json.loads(mark.read_text()) if mark.is_file() else None
+        if found is None and rec and rec.get('key') == key: found = (p, rec); continue
+        why = ('a newer complete one is kept' if found else 'no completion marker: the save was cut short') if rec is None or rec.get('key') == key \
+              else 'trained with other settings, data or code'
+        say(f"{portable(p)}: not resumed from ({why}); removed"); shutil.rmtree(p, ignore_errors=True)
+    progress = json.loads((out / PROGRESS).read_text()) if (out / PROGRESS).is_file() else {}
+    if found is None: return None
+    p, rec = found
+    reached = progress.get('step', rec['step']) if progress.get('key') == key else rec['step']
+    return Resume(p, rec['step'], max(0, reached - rec['step']), rec.get('counted', {}))
+
+# %% ../nbs/31_train.ipynb #c015n
+def checkpoint_watch(out: str | Path, key: str, optim: Optim, count: TokenCount, t0: float, counted: dict):
+    """A trainer callback: a save every `checkpoint_minutes` too; after each save the marker, written last (the run's key,
+    the step, the work done so far); only the last `checkpoints_kept` kept; the step a run has reached, every step."""
+    from transformers import TrainerCallback
+    out = Path(out)
+    class CheckpointWatch(TrainerCallback):
+        last = time.time()
+        def on_step_end(self, args, state, control, **kw):
+            if optim.checkpoint_minutes and time.time() - self.last >= 60 * optim.checkpoint_minutes: control.should_save = True
+            if state.is_world_process_zero: atomic_write_text(out / PROGRESS, json.dumps({'key': key, 'step': state.global_step}))
+        def on_save(self, args, state, control, **kw):
+            self.last = time.time()
+            if not state.is_world_process_zero: return
+            so_far = {'tokens': count.tokens + counted.get('tokens', 0), 'supervised': count.supervised + counted.get('supervised', 0),
+                      'padded': count.padded + counted.get('padded', 0), 'wall_seconds': time.time() - t0 + counted.get('wall_seconds', 0)}
+            atomic_write_text(out / f"checkpoint-{state.global_step}" / CHECKPOINT_MARK,
+                              json.dumps({'key': key, 'step': state.global_step, 'counted': so_far}))
+            for old in checkpoints(out)[:-optim.checkpoints_kept]: shutil.rmtree(old, ignore_errors=True)
+    return CheckpointWatch()
+
+def remove_checkpoints(out: str | Path) -> None:
+    "A finished run's checkpoints and progress note: the adapter is what it ships."
+    for p in checkpoints(out): shutil.rmtree(p, ignore_errors=True)
+    (Path(out) / PROGRESS).unlink(missing_ok=True)
+
 def _save_adapter(trainer, out: Path, model: ModelRef):
     trainer.save_model(str(out))
     if trainer.accelerator.is_main_process:
@@ -791,6 +864,7 @@ def _reduce(trainer, value: int) -> int:
     t = torch.tensor([value], device=trainer.accelerator.device)
     return int(trainer.accelerator.reduce(t, reduction='sum').item())
 
+# %% ../nbs/31_train.ipynb #c016
 def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str, warm_start: str | None, lora: Lora, optim: Optim,
                      dataset_path: str | Path, extra: dict | None = None, split: Split | None = None) -> dict:
     "Train, save the adapter with its chat template, and (on rank 0) write the evidence; other ranks return {}."
@@ -799,13 +873,22 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     counter = count_trained(trainer)
     timer = step_timer(); trainer.add_callback(timer)
     trainer.add_callback(finite_watch(tag, trainer.args.learning_rate))
-    mark = memory_mark()
-    t0 = time.time(); trainer.train(); wall = time.time() - t0
-    out = Path(out_dir); _save_adapter(trainer, out, model)
+    mark, out, t0 = memory_mark(), Path(out_dir), time.time()
+    key, resume = checkpoint_key(trainer, model, tag, warm_start, lora, optim, dataset_path) if checkpointing(optim) else None, None
+    if key:                       # rank 0 removes what must not be resumed from, naming it; then every rank finds the same one
+        if trainer.accelerator.is_main_process: resume_point(out, key)
+        trainer.accelerator.wait_for_everyone(); resume = resume_point(out, key, say=lambda line: None)
+        trainer.add_callback(checkpoint_watch(out, key, optim, counter, t0, resume.counted if resume else {}))
+    trainer.train(**({'resume_from_checkpoint': str(resume.path)} if resume else {})); wall = time.time() - t0
+    _save_adapter(trainer, out, model)
     if trainer.accelerator.is_main_process:
         try: check_finite_adapter(out)
         except Diverged: shutil.rmtree(out, ignore_errors=True); raise       # no evidence, no adapter: nothing to mistake for one
-    tokens, supervised, padded = (_reduce(trainer, v) for v in (counter.tokens, counter.supervised, counter.padded))
+        remove_checkpoints(out)
+    before = resume.counted if resume else {}
+    tokens, supervised, padded = (_reduce(trainer, v) + before.get(k, 0) for k, v in
+                                  (('tokens', counter.tokens), ('supervised', counter.supervised), ('padded', counter.padded)))
+    wall += before.get('wall_seconds', 0)
     if not trainer.accelerator.is_main_process: return {}
     split = split or Split(optim.micro_batch, optim.grad_accum, optim.activation_checkpointing is True)
     ranks = trainer.accelerator.num_processes
@@ -815,6 +898,8 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     if optim.kernels != 'none': run['kernel_modules'] = kernel_modules(trainer.model)   # what ran them, not only what was asked
     if optim.kernels == 'compile': run['compile_regions'] = compile_regions(base_model_type(trainer.model)).__name__
     if mark is not None: run['memory'] = memory_since(mark)
+    if key: run['checkpoints'] = {'every_steps': optim.checkpoint_steps, 'every_minutes': optim.checkpoint_minutes,
+                                  'resumed_from_step': resume.step if resume else None, 'redone_steps': resume.redone if resume else 0}
     return write_evidence(out, tag=tag, model=model, warm_start=warm_start, steps=trainer.state.global_step, lr=trainer.args.learning_rate,
                           lora=lora, optim=optim, seed=trainer.args.seed, dataset_path=dataset_path, training_tokens=tokens,
                           supervised_tokens=supervised, wall_seconds=wall, world_size=ranks,
