@@ -16,10 +16,10 @@ from .layout import EVAL_STAGES, EVIDENCE, math_dir
 # %% auto #0
 __all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
            'GPU_BACKENDS', 'CPU_KINDS', 'EstimateError', 'Rate', 'lookup', 'read_rates', 'shape_of', 'Length',
-           'card_lengths', 'run_lengths', 'Work', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work',
-           'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work',
-           'training_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows',
-           'cpu_rows', 'format_estimate', 'to_json', 'estimate_command']
+           'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
+           'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
+           'profile_work', 'training_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate',
+           'gpu_rows', 'cpu_rows', 'preemption', 'preemption_lines', 'format_estimate', 'to_json', 'estimate_command']
 
 # %% ../nbs/94_estimate.ipynb #c005
 class EstimateError(ValueError):
@@ -200,7 +200,25 @@ class Work:
     length: Optional[str] = None   # the length that turns count into tokens (None: the rate counts rows)
     cap: Optional[int] = None      # max_new_tokens of a generation
     bound: bool = False            # count is an upper bound
+    checkpoints: Optional['Checkpointing'] = None   # a training run's optimiser steps and checkpoint interval
 
+
+# %% ../nbs/94_estimate.ipynb #c022q
+@dataclass(frozen=True)
+class Checkpointing:
+    steps: int                              # the run's optimiser steps
+    every_steps: Optional[int] = None       # optim.checkpoint_steps
+    every_minutes: Optional[float] = None   # optim.checkpoint_minutes
+
+    @classmethod
+    def of(cls, optim, steps: int) -> 'Checkpointing': return cls(steps, optim.checkpoint_steps, optim.checkpoint_minutes)
+
+    def lost_hours(self, run_hours: float) -> float:
+        """Work a kill at a uniformly random moment of the run loses, on average: half the interval between complete
+        checkpoints (every N steps at the run's step time, or M minutes, whichever is sooner), or half the run without them."""
+        interval = min(run_hours, self.every_steps * run_hours / self.steps if self.every_steps else run_hours,
+                       self.every_minutes / 60 if self.every_minutes else run_hours)
+        return interval / 2
 
 # %% ../nbs/94_estimate.ipynb #c022b
 def _rows(path: Path, where: str) -> int:
@@ -285,7 +303,8 @@ def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
         trained = _trained(cfg.optim, rows)
         out += [Work(st.name, f"epoch{e}", f"band {e} of {names}: {rows:,} rows read and validated", 'cpu.banding', rows),
                 Work(st.name, f"epoch{e}", f"{rows:,} conversations through the chat template", 'cpu.mix_tokenise', rows, 'sft_example'),
-                Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example')]
+                Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example',
+                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)))]
     return out + [_reads(p, st, 'base and sft')]
 
 
@@ -301,7 +320,8 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     arms = [(a.name, f"beta {a.beta:g}, lr {a.lr:g}") for a in cfg.grid]
     arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr") for s in cfg.rank_seed]
     for name, what in arms:
-        out += [Work(st.name, name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), {what}", 'train.dpo', trained, 'dpo_pair'),
+        out += [Work(st.name, name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), {what}", 'train.dpo', trained, 'dpo_pair',
+                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch))),
                 Work(st.name, name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
     return out + [_reads(p, st, 'sft and dpo')]
 
@@ -328,7 +348,7 @@ def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
     if steps is None: raise EstimateError(f"{p.path}: repair.optim.steps is not set (the mix's size is only known after sampling)")
     return [*_sampling(p, st, cfg.pool, cfg.sampling, 1, 1, 'repair.pool'),
             Work(st.name, 'train', f"train {steps * cfg.optim.effective_batch:,} examples ({steps:,} steps x {cfg.optim.effective_batch})",
-                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example'),
+                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(cfg.optim, steps)),
             _reads(p, st, 'dpo and repair')]
 
 def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
@@ -339,7 +359,7 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
     for a in r.arms:
         out.append(Work(st.name, a.name, f"train {a.steps * r.optim.effective_batch:,} examples ({a.steps:,} steps x "
                         f"{r.optim.effective_batch}), {a.mix} mix of {a.pool}, from {arm_warm_start(p, a)}", 'train.sft',
-                        a.steps * r.optim.effective_batch, 'mix_example'))
+                        a.steps * r.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(r.optim, a.steps)))
     return out
 
 
@@ -391,11 +411,12 @@ def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "One retrained parent per seed (the stage's recipe), then every parent and soup evaluated on the soups' instruments."
     cfg = _section(p, 'soups')
     arms = {a.name: a for a in (p.rounds.arms if p.rounds else ())}
-    if cfg.stage == 'repair' and p.repair and p.repair.optim.steps: steps, eff = p.repair.optim.steps, p.repair.optim.effective_batch
-    elif cfg.stage in arms: steps, eff = arms[cfg.stage].steps, p.rounds.optim.effective_batch
+    if cfg.stage == 'repair' and p.repair and p.repair.optim.steps: steps, optim = p.repair.optim.steps, p.repair.optim
+    elif cfg.stage in arms: steps, optim = arms[cfg.stage].steps, p.rounds.optim
     else: raise EstimateError(f"{p.path}: soups.stage {cfg.stage!r}: the estimate knows the recipes of the repair stage (with steps) and of the arms")
+    eff = optim.effective_batch
     out = [Work(st.name, f"{cfg.stage}-s{seed}", f"retrain {cfg.stage} with seed {seed} ({steps:,} steps x {eff})", 'train.sft',
-                steps * eff, 'mix_example') for seed in cfg.seeds]
+                steps * eff, 'mix_example', checkpoints=Checkpointing.of(optim, steps)) for seed in cfg.seeds]
     names = [f"{cfg.stage}-s{s}" for s in cfg.seeds] + [f"soup_{m}" for m in cfg.methods] + ([cfg.stage] if cfg.include_stage else [])
     return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments, run)]
 
@@ -606,6 +627,32 @@ def cpu_rows(est: Estimate, detail: bool = False) -> list[list[str]]:
     return rows
 
 
+# %% ../nbs/94_estimate.ipynb #c039q
+def _every(c: Checkpointing) -> str:
+    parts = ([f"{c.every_steps:,} steps"] if c.every_steps else []) + ([f"{c.every_minutes:g} min"] if c.every_minutes else [])
+    return ' or '.join(parts) or 'never'
+
+def preemption(est: Estimate) -> list[dict]:
+    "Each training run with its checkpoint interval and the GPU-hours a preemption loses on average, with and without checkpoints."
+    out = []
+    for l in est.lines:
+        c, hours = l.work.checkpoints, next((h for h in l.hours.values() if h is not None), None)
+        if c is None or hours is None: continue
+        out.append({'stage': l.work.stage, 'part': l.work.part, 'steps': c.steps, 'every': _every(c), 'run_hours': hours,
+                    'bound': l.bound, 'lost_hours': c.lost_hours(hours), 'lost_hours_without': Checkpointing(c.steps).lost_hours(hours)})
+    return out
+
+def preemption_lines(est: Estimate) -> list[str]:
+    rows = preemption(est)
+    if not rows: return []
+    m = lambda h, b: ('<=' if b else '') + (f"{h * 60:,.1f}" if h * 60 < 100 else f"{h * 60:,.0f}")
+    return ['', "Work lost per preemption: a kill loses the steps since the last complete checkpoint, on average half the "
+                "interval (GPU-minutes; without checkpoints, half the run):",
+            *_table(['stage', 'part', 'steps', 'checkpoint every', 'GPU-h', 'lost', 'lost without'],
+                    [[r['stage'], r['part'], f"{r['steps']:,}", r['every'], _hours(r['run_hours'], r['bound']),
+                      m(r['lost_hours'], r['bound']), m(r['lost_hours_without'], r['bound'])] for r in rows],
+                    [False, False, True, False, True, True, True])]
+
 # %% ../nbs/94_estimate.ipynb #c040
 def format_estimate(est: Estimate, detail: bool = False) -> str:
     "The estimate as text: GPU work per stage and part, CPU work, then every rate and mean length with where it comes from."
@@ -619,6 +666,7 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
            "'<=' marks an upper bound; 'no rate' a rate no results file holds.", '']
     out += _table(['stage', 'part', 'generated', 'trained', 'GPU-h, HF', 'GPU-h, vLLM', 'work'], gpu_rows(est, detail),
                   [False, False, True, True, True, True, False])
+    out += preemption_lines(est)
     out += ['', 'CPU work, one core (the corpora steps and mix tokenisation):']
     out += _table(['stage', 'part', 'work', 'CPU-h', 'what'], cpu_rows(est, detail), [False, False, True, True, False])
     out += ['', f"Rates (from {_shown(est.rates_dir)}):"]
@@ -641,6 +689,7 @@ def to_json(est: Estimate) -> dict:
             'rates_dir': est.rates_dir, 'keys': dict(est.keys), 'stand_ins': dict(est.stand_ins), 'missing': list(est.missing),
             'rates': {k: asdict(r) for k, r in est.rates.items()}, 'lengths': {k: asdict(L) for k, L in est.lengths.items()},
             'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'hours': dict(l.hours)} for l in est.lines],
+            'preemption': preemption(est),
             'totals': {k: _sum(l.hours[k] for l in est.lines if k in l.hours) for k in (*GPU_BACKENDS, 'cpu')}}
 
 # %% ../nbs/94_estimate.ipynb #c044

@@ -16,15 +16,16 @@ from .config import VLLM_LORA_RANKS, Serving
 from .typed import from_dict, to_dict
 from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, timed, write_jsonl
 from .layout import EVIDENCE
-from .bases import base_identity, base_source, check_markers, served_base
+from .bases import base_identity, base_source, cached_sha256, check_markers, served_base
 
 # %% auto #0
 __all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'load_requests', 'Completion', 'register_backend',
            'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'check_adapter_base',
-           'portable_base_name', 'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend',
-           'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args',
-           'vllm_frame', 'VLLMBackend', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers',
-           'release_engines', 'EngineHost', 'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
+           'canonical_adapter_config', 'portable_base_name', 'adapter_identity', 'checkpoint_identity',
+           'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
+           'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend', 'EngineFailed',
+           'EngineWorker', 'shared_engines', 'spreads', 'engine_workers', 'release_engines', 'EngineHost',
+           'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -142,26 +143,32 @@ def check_adapter_base(adapter: str | Path, base: str, revision: str | None = No
                               f"(and it has no training_evidence.json recording the base's identity)")
 
 # %% ../nbs/03_generate.ipynb #c010b
+def canonical_adapter_config(cfg: dict) -> dict:
+    "PEFT's config with its target modules sorted (PEFT writes a set, in an order that changes from run to run)."
+    return {**cfg, 'target_modules': sorted(t)} if isinstance(t := cfg.get('target_modules'), list) else cfg
+
 def portable_base_name(adapter: str | Path) -> None:
-    "Name the base in an adapter's own files (PEFT's adapter_config.json and model card) from the project root, as every output names a path."
+    """Name the base in an adapter's own files (PEFT's adapter_config.json and model card) from the project root, as
+    every output names a path; the config's target modules in sorted order, so that one training writes one file."""
     adapter = Path(adapter); cfg_path = adapter / 'adapter_config.json'
     cfg = json.loads(cfg_path.read_text()); name = cfg.get('base_model_name_or_path')
-    if name and Path(name).is_absolute():
-        atomic_write_text(cfg_path, json.dumps({**cfg, 'base_model_name_or_path': portable(name)}, indent=2, sort_keys=True) + '\n')
+    new = canonical_adapter_config({**cfg, **({'base_model_name_or_path': portable(name)} if name and Path(name).is_absolute() else {})})
+    if new != cfg:
+        atomic_write_text(cfg_path, json.dumps(new, indent=2, sort_keys=True) + '\n')
     if (card := adapter / 'README.md').exists():       # PEFT's card names the loaded base, which a warm start's config may not
         lines = card.read_text().splitlines(keepends=True)
         atomic_write_text(card, ''.join(re.sub(r"/[^\s'\"]+", lambda m: portable(m.group(0)), l) if 'base_model' in l else l for l in lines))
 
 # %% ../nbs/03_generate.ipynb #c010j
 def adapter_identity(adapter: str | Path | None) -> str | None:
-    "What makes an adapter this adapter: its PEFT config and its training evidence (unique per run), or else its weights."
+    "What makes an adapter this adapter: its PEFT config (canonical, without its base's path) and its weights."
     if not adapter: return None
     adapter = Path(adapter)
-    from rsi_repro.io import sha256_file
-    ev = adapter / EVIDENCE
-    files = [ev] if ev.exists() else sorted(adapter.glob('adapter_model*'))
-    if not files: raise FileNotFoundError(f"{adapter}: neither {EVIDENCE} nor adapter weights to identify the adapter by")
-    return sha256_json([sha256_file(adapter / 'adapter_config.json'), *(sha256_file(f) for f in files)])
+    files = sorted(adapter.glob('adapter_model*'))
+    if not files: raise FileNotFoundError(f"{adapter}: no adapter weights (adapter_model.*) to identify the adapter by")
+    cfg = canonical_adapter_config(json.loads((adapter / 'adapter_config.json').read_text()))
+    cfg.pop('base_model_name_or_path', None)
+    return sha256_json([cfg, *(cached_sha256(f) for f in files)])
 
 def checkpoint_identity(model: ModelRef) -> str:
     "A short hash of what a checkpoint's answers depend on: its base, the precision it loads in, and its adapter."

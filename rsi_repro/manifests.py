@@ -4,6 +4,7 @@
 
 # %% ../nbs/21b_manifests.ipynb #m002
 from __future__ import annotations
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -14,7 +15,8 @@ from .preregister import SealError, decide, read_seal
 from .promotion import PromotionRule
 
 # %% auto #0
-__all__ = ['SELF', 'read_manifest', 'output_hashes', 'with_hashes', 'stage_problems', 'Verification', 'verify_run']
+__all__ = ['SELF', 'RUN_TO_RUN', 'LOG_FOLDERS', 'read_manifest', 'output_hashes', 'with_hashes', 'content_digest',
+           'content_sha256', 'stage_problems', 'Verification', 'verify_run']
 
 # %% ../nbs/21b_manifests.ipynb #m005
 SELF = 'manifest_sha256'    # a manifest's own sha256, over everything else in it
@@ -42,6 +44,32 @@ def with_hashes(m: dict) -> dict:
     m = {k: v for k, v in m.items() if k != SELF}
     m['outputs_sha256'] = sha256_json(m['outputs'])
     return {**m, SELF: sha256_json(m)}
+
+# %% ../nbs/21b_manifests.ipynb #m006b
+RUN_TO_RUN = {                       # file name: fields that differ between two runs that computed the same thing
+    'training_evidence.json': {'wall_seconds', 'step_seconds', 'gpu_hours', 'memory', 'resumed_from_step', 'redone_steps'},
+    'log_history.json': {'train_runtime', 'train_samples_per_second', 'train_steps_per_second'},
+    'pairs.reference.json': {'seconds'}, 'source.json': {'seconds'}, 'arms.csv': {'wall_seconds'}}
+LOG_FOLDERS = {'runs'}
+
+def _without(value, keys: set):
+    if isinstance(value, dict): return {k: _without(v, keys) for k, v in value.items() if k not in keys}
+    return [_without(v, keys) for v in value] if isinstance(value, list) else value
+
+def content_digest(path: Path, sha: str) -> Optional[str]:
+    "What a file adds to its stage's content: None for a log, its fields but RUN_TO_RUN's for the files that hold them, else its sha256."
+    keys = RUN_TO_RUN.get(path.name)
+    if not keys: return sha
+    if path.suffix == '.csv':
+        import csv
+        rows = list(csv.DictReader(path.open(newline='', encoding='utf-8')))
+        return sha256_json([_without(r, keys) for r in rows])
+    return sha256_json(_without(json.loads(path.read_text(encoding='utf-8')), keys))
+
+def content_sha256(stage_dir: Path, outputs: dict) -> str:
+    "The hash a later stage's key reads: `outputs` without logs and without the fields that only say how a run went."
+    return sha256_json({rel: content_digest(Path(stage_dir) / rel, sha) for rel, sha in sorted(outputs.items())
+                        if not LOG_FOLDERS & set(Path(rel).parts[:-1])})
 
 # %% ../nbs/21b_manifests.ipynb #m008
 def stage_problems(stage_dir: str | Path, m: dict | None = None, cache: dict | None = None) -> list[tuple[Path, str]]:

@@ -17,7 +17,7 @@ from .typed import ProfileError, to_dict
 from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
                               soup_parent_adapter)
 from .io import atomic_write_text, environment, package_versions, portable, publishable, read_json, sha256_file, sha256_files, sha256_json, timed
-from .manifests import output_hashes, read_manifest, stage_problems, with_hashes
+from .manifests import content_sha256, output_hashes, read_manifest, stage_problems, with_hashes
 
 # %% auto #0
 __all__ = ['QUIET_ENV', 'LOCK', 'ALWAYS', 'PLANS', 'PROFILE_FILE', 'SERVES', 'STAGE_READS', 'KEY_SCHEME', 'MARKER',
@@ -298,7 +298,7 @@ def stage_inputs(profile: Profile, stage: Stage, run_dir: Path | None = None, ca
         if m is None and not missing_upstream:
             state = 'has not finished' if (run_dir / name / MARKER).exists() else 'has not run'
             raise StageFailed(f"stage '{stage.name}' needs stage '{name}', which {state} in {run_dir}")
-        if name not in first: upstream[name] = m['outputs_sha256'] if m else None
+        if name not in first: upstream[name] = (m.get('content_sha256') or m['outputs_sha256']) if m else None   # what it computed, not how long it took
     pkg = Path(rsi_repro.__file__).parent
     return {'scheme': KEY_SCHEME, 'stage': to_dict(stage), 'notebook': sha256_file(nb),
             'sections': {s: fingerprint(_keyed_section(profile, s)) for s in reads.sections},
@@ -740,7 +740,8 @@ def rerecord(stage_dir: Path, by: str) -> dict:
     "Record a finished stage's files again after a tool outside the runner rebuilt them (`make docs` rebuilds the report's site)."
     m = read_manifest(stage_dir)
     rebuilt = [*m.get('rebuilt', []), {'by': by, 'at': datetime.now(timezone.utc).isoformat(timespec='seconds')}]
-    m = with_hashes({**m, 'outputs': output_hashes(stage_dir, m['executed_notebook']), 'rebuilt': rebuilt})
+    outputs = output_hashes(stage_dir, m['executed_notebook'])
+    m = with_hashes({**m, 'outputs': outputs, 'content_sha256': content_sha256(stage_dir, outputs), 'rebuilt': rebuilt})
     atomic_write_text(Path(stage_dir) / MANIFEST, json.dumps(m, indent=1, sort_keys=True))
     return m
 
@@ -804,8 +805,9 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     finish_folder(stage_dir, carried, log)
     if stage_reads(stage).labels:           # the labels as the finished run leaves them (it may have written the sheets)
         inputs = {**inputs, 'labels': label_identities(stage_dir, stage_reads(stage))}; key = sha256_json(inputs)
+    outputs = output_hashes(stage_dir, nb_out.name)
     manifest = {'stage': stage.name, 'notebook': stage.notebook, 'params': parameters, 'inputs': inputs, 'inputs_sha256': key,
-                'outputs': output_hashes(stage_dir, nb_out.name), 'executed_notebook': nb_out.name,
+                'outputs': outputs, 'content_sha256': content_sha256(stage_dir, outputs), 'executed_notebook': nb_out.name,
                 'executed_notebook_sha256': sha256_file(nb_out), 'promotion_seal_sha256': seal_of(run_dir, stage),
                 'started': started.isoformat(timespec='seconds'), 'reasons': reasons, 'wall_seconds': seconds, 'versions': package_versions()}
     atomic_write_text(stage_dir / MANIFEST, json.dumps(with_hashes(manifest), indent=1, sort_keys=True))

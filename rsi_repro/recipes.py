@@ -23,7 +23,7 @@ from .typed import ProfileError
 
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
-           'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes',
+           'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes', 'Requeued',
            'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads', 'decide_stage',
            'decide_tables', 'decide_paired_read']
 
@@ -231,6 +231,17 @@ def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
             out[(pool_name, mix)] = rr
     return out
 
+# %% ../nbs/35_recipes.ipynb #c018f
+def _submitit_checkpointable():
+    try: from submitit.helpers import Checkpointable
+    except ImportError: return object          # no submitit: local runs only, which never requeue
+    return Checkpointable
+
+class Requeued(_submitit_checkpointable()):
+    "A job that submitit requeues, with the same arguments, when Slurm preempts it or its time runs out."
+    def __init__(self, fn): self.fn = fn
+    def __call__(self, *args, **kwargs): return self.fn(*args, **kwargs)
+
 # %% ../nbs/35_recipes.ipynb #c018c
 def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tensorboard',)) -> dict:
     "Train one arm (a top-level function, so submitit can pickle it for a Slurm job)."
@@ -253,7 +264,7 @@ def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple])
     import submitit
     ex = submitit.AutoExecutor(folder=str(folder), cluster=slurm.get('cluster'))
     ex.update_parameters(**{k: v for k, v in slurm.items() if k != 'cluster'})
-    jobs = [(name, ex.submit(fn, *args)) for name, fn, args in calls]
+    jobs = [(name, ex.submit(Requeued(fn), *args)) for name, fn, args in calls]
     return {name: job.result() for name, job in jobs}
 
 def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[str]] = None, report_to=('tensorboard',)) -> dict:

@@ -262,18 +262,22 @@ def write_evidence(adapter_dir: Path, *, tag: str, model: ModelRef, warm_start: 
                 'precision': 'bf16' if (optim.bf16 and gpus) else 'fp32',   # bf16 is asked for GPUs; a CPU run trains in fp32
                 'lora_settings': to_dict(lora), 'optim_settings': to_dict(optim),
                 'gpu_count': gpus, 'gpu_hours': round(gpus * wall_seconds / 3600, 4), 'versions': package_versions(), **(extra or {})}
+    evidence['adapter_identity'] = adapter_identity(adapter_dir)     # the files as saved: a later truncation is seen
     atomic_write_text(Path(adapter_dir) / EVIDENCE, json.dumps(evidence, indent=1))
     return evidence
 
 def is_current(adapter_dir: str | Path, dataset_path: str | Path, warm_start: str | None, lora: Lora, optim: Optim,
                base: ModelRef, **settings) -> bool:
-    "True when `adapter_dir` holds an adapter trained on this very dataset file, base and warm start, with exactly these settings."
+    """True when `adapter_dir` holds an adapter trained on this very dataset file, base and warm start, with exactly
+    these settings, and its files are the ones its evidence recorded (not cut short, not another run's)."""
     from rsi_repro.typed import to_dict
     from rsi_repro.generate import adapter_identity
     ev_path = Path(adapter_dir) / EVIDENCE
     if not ev_path.exists() or not Path(dataset_path).exists(): return False
     ev = json.loads(ev_path.read_text())
-    return (ev.get('dataset_sha256') == sha256_file(dataset_path) and ev.get('warm_start_identity') == adapter_identity(warm_start)
+    try: saved = ev.get('adapter_identity') == adapter_identity(adapter_dir)
+    except (OSError, ValueError): saved = False      # weights or config missing or unreadable
+    return (saved and ev.get('dataset_sha256') == sha256_file(dataset_path) and ev.get('warm_start_identity') == adapter_identity(warm_start)
             and ev.get('base_identity') == base_identity(base.base, base.revision)
             and ev.get('lora_settings') == to_dict(lora) and ev.get('optim_settings') == to_dict(optim)
             and all(ev.get(k) == v for k, v in settings.items()))
