@@ -48,7 +48,8 @@ def with_hashes(m: dict) -> dict:
 # %% ../nbs/21b_manifests.ipynb #m006b
 RUN_TO_RUN = {                       # file name: fields that differ between two runs that computed the same thing
     'training_evidence.json': {'wall_seconds', 'step_seconds', 'gpu_hours', 'memory', 'resumed_from_step', 'redone_steps'},
-    'log_history.json': {'train_runtime', 'train_samples_per_second', 'train_steps_per_second'},
+    'log_history.json': {'train_runtime', 'train_samples_per_second', 'train_steps_per_second',
+                         'train_loss', 'num_tokens'},   # a resumed trainer restarts both (the mean and TRL's count); each step's loss is kept
     'pairs.reference.json': {'seconds'}, 'source.json': {'seconds'}, 'arms.csv': {'wall_seconds'}}
 LOG_FOLDERS = {'runs'}
 

@@ -45,10 +45,25 @@ if kill_at:
 # A smaller run derived from the tiny profile (`extends`), run once per session (about two minutes on two cores):
 # tests/test_pipeline.py reads and reruns it, tests/test_run_trust.py works on copies of it.
 SMALL_RUN = 'ci-e2e'
+# Markup planted where a published site shows what a data file says: every serve and open-chat prompt's id and text
+# carry an element with a handler; the site must show it as text (tests/test_pipeline.py opens the pages in a browser).
+PLANTED = '<img src=x onerror=window.__planted=1>'
+PLANTED_DIR = ROOT / 'outputs' / '_test_profiles' / 'planted'
+
+def write_planted_prompts() -> None:
+    from rsi_repro.io import read_jsonl, write_jsonl
+    PLANTED_DIR.mkdir(parents=True, exist_ok=True)
+    serve = read_jsonl(ROOT / 'data/prompts/serve.jsonl')
+    write_jsonl(PLANTED_DIR / 'serve.jsonl', [{**r, 'id': r['id'] + PLANTED,
+                                              'messages': [{**m, 'content': m['content'] + ' ' + PLANTED} for m in r['messages']]} for r in serve])
+    chat = read_jsonl(ROOT / 'data/prompts/open_chat.jsonl')
+    write_jsonl(PLANTED_DIR / 'open_chat.jsonl', [{**r, 'id': r['id'] + PLANTED, 'prompt': r['prompt'] + ' ' + PLANTED} for r in chat])
+
 SMALL = f"""
 extends: ../../configs/tiny.yaml
 run: {SMALL_RUN}
 serving: {{max_new_tokens: 24}}
+prompts: {{serve: outputs/_test_profiles/planted/serve.jsonl}}
 sft:
   corpora:
     - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 48}}, {{start: 48, stop: 96}}]}}
@@ -72,7 +87,7 @@ evals:
   checkpoints: [base, repair, v6141]
   instruments: [h6, probe2, math, open_chat, wide_chat, termination]
   math: {{sources: [{{source: data/prompts/math.jsonl, kind: prompt_set, take: 4}}]}}
-  open_chat: {{n: 8}}
+  open_chat: {{n: 8, prompts: outputs/_test_profiles/planted/open_chat.jsonl}}
   wide_chat: {{n: 12}}
   termination: {{sets: [open_chat]}}
 stages:
@@ -96,7 +111,7 @@ stages:
 @pytest.fixture(scope='session')
 def small_profile():
     d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
-    p = d / f'{SMALL_RUN}.yaml'; p.write_text(SMALL)
+    p = d / f'{SMALL_RUN}.yaml'; p.write_text(SMALL); write_planted_prompts()
     shutil.rmtree(ROOT / 'outputs' / SMALL_RUN, ignore_errors=True)
     yield p
     shutil.rmtree(ROOT / 'outputs' / SMALL_RUN, ignore_errors=True); p.unlink(missing_ok=True)

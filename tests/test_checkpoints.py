@@ -12,6 +12,7 @@ from rsi_repro.config import Lora, Optim
 from rsi_repro.corpora import write_sft_mix
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.io import write_jsonl
+from rsi_repro.manifests import content_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = str(ROOT / 'data/tiny_base')
@@ -122,7 +123,8 @@ stages:
 
 
 def test_a_stage_killed_during_training_resumes_on_rerun_and_says_so(tmp_path):
-    "The runner and its stage kernel SIGKILLed once a checkpoint is complete; the plain rerun resumes there and records it."
+    """The runner and its stage kernel SIGKILLed once a checkpoint is complete; the plain rerun resumes there, records it, and
+    ends with the uninterrupted stage's adapter and content (the hash later stages' keys read)."""
     import shutil, time
     run = '_ck_stage'
     d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
@@ -132,6 +134,10 @@ def test_a_stage_killed_during_training_resumes_on_rerun_and_says_so(tmp_path):
     try:
         cmd = [sys.executable, '-m', 'rsi_repro.cli', 'run', str(profile)]
         env = {**os.environ, 'OMP_NUM_THREADS': '1'}
+        whole = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)   # the uninterrupted stage
+        assert whole.returncode == 0, whole.stderr[-3000:]
+        uninterrupted = json.loads((run_dir / 'sft/manifest.json').read_text())
+        shutil.copytree(run_dir / 'sft', tmp_path / 'whole'); shutil.rmtree(run_dir)
         p = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         adapter, t0 = run_dir / 'sft/epoch0/adapter', time.time()
         while not list(adapter.glob('checkpoint-*/.complete')) and p.poll() is None and time.time() - t0 < 300: time.sleep(0.05)
@@ -144,5 +150,11 @@ def test_a_stage_killed_during_training_resumes_on_rerun_and_says_so(tmp_path):
         ev = json.loads((run_dir / 'sft/adapter/training_evidence.json').read_text())
         assert ev['checkpoints']['resumed_from_step'] >= 2 and ev['checkpoints']['every_steps'] == 2
         assert not list(run_dir.glob('sft/**/checkpoint-*'))
+        resumed = json.loads((run_dir / 'sft/manifest.json').read_text())
+        adapter_files = [k for k in uninterrupted['outputs'] if k.startswith('adapter/adapter_model')]
+        assert adapter_files and all(resumed['outputs'][k] == uninterrupted['outputs'][k] for k in adapter_files)
+        differ = [k for k in resumed['outputs'] if content_digest(run_dir / 'sft' / k, resumed['outputs'][k])
+                  != content_digest(tmp_path / 'whole' / k, uninterrupted['outputs'].get(k, ''))]
+        assert resumed['content_sha256'] == uninterrupted['content_sha256'], differ   # what later stages are keyed on: nothing below reruns
     finally:
         shutil.rmtree(run_dir, ignore_errors=True); profile.unlink(missing_ok=True)
