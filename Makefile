@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 DATA_PACKAGES := $(shell sed -n 's/^data_requirements = //p' settings.ini)
 
-.PHONY: install install-gpu demo docs results test test-nbs test-py test-core test-study export clean-outputs bench
+.PHONY: install install-gpu demo docs docs-check results test test-nbs test-py test-core test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ demo: $(STAMP)
 # The results site of the profile's run, rebuilt from what its stages left on disk (no stage reruns).
 docs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m rsi_repro.report $(PROFILE)
+
+# Every figure marked in the README and benchmarks/RESULTS.md against the result file it is written from (stdlib only):
+# names each one that differs; `python3 tools/doc_figures.py write` writes them from their files.
+docs-check:
+	$(PYTHON) tools/doc_figures.py check
 
 # results/tiny/: the files the README quotes, copied from the demo run with the build machine's paths made relative.
 results: demo
