@@ -12,7 +12,7 @@ RESULTS = ROOT / 'results' / 'tiny'
 BEGIN, END = '<!-- figures from results/tiny: begin -->', '<!-- figures from results/tiny: end -->'
 FIGURE = re.compile(r'(?<![\w.\-/−+])[-+−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+−]?\d+)?(?![\w.]?\w)')
 sys.path.insert(0, str(ROOT / 'tools'))
-from results_tiny import FILES, absolute_paths      # noqa: E402
+from results_tiny import FILES, HASHES, MADE_BY, absolute_paths      # noqa: E402
 
 
 def printed(token: str) -> tuple[float, float]:
@@ -83,7 +83,7 @@ def test_math_and_ifbench_sentences_have_their_rates_behind_them():
 
 def test_results_come_from_the_current_tiny_profile_and_hold_no_machine_paths():
     summary = json.loads((RESULTS / 'summary.json').read_text())
-    assert sorted(p.name for p in RESULTS.iterdir()) == sorted(FILES.values())
+    assert sorted(p.name for p in RESULTS.iterdir()) == sorted([*FILES.values(), HASHES, MADE_BY])
     assert summary['provenance']['profile_sha256'] == hashlib.sha256((ROOT / 'configs' / 'tiny.yaml').read_bytes()).hexdigest(), \
         "results/tiny/ is stale: it was not built with the current configs/tiny.yaml (run `make results`)"
     for f in RESULTS.iterdir():

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SMALL_RUN
+from conftest import PLANTED_DIR, SMALL_RUN
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = Path('outputs/_test_profiles') / f'{SMALL_RUN}.yaml'      # from a project's root
@@ -19,8 +19,8 @@ OUTCOME = RUN / 'eval/v6141/h6.outcomes.jsonl'
 
 
 def copy_project(finished, dest: Path) -> Path:
-    "The project (settings, notebooks, data, profiles) with the finished small run, copied to `dest`: a project moved elsewhere."
-    for part in ('settings.ini', 'nbs', 'data', 'configs', PROFILE, RUN):
+    "The project (settings, notebooks, data, profiles and the run's planted prompts) with the finished small run, copied to `dest`: a project moved elsewhere."
+    for part in ('settings.ini', 'nbs', 'data', 'configs', PROFILE, PLANTED_DIR.relative_to(ROOT), RUN):
         src, dst = ROOT / part, dest / part
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(src, dst, symlinks=True) if src.is_dir() else shutil.copy2(src, dst)
@@ -341,7 +341,8 @@ def test_only_report_over_stale_stages_stops_naming_them(project):
     "A profile change that makes the evaluation stale: `--only report` stops in one line naming it, and so does the dry run."
     profile = project / PROFILE
     text = profile.read_text()
-    profile.write_text(text.replace('  open_chat: {n: 8}', '  open_chat: {n: 6}'))
+    changed = text.replace('  open_chat: {n: 8,', '  open_chat: {n: 6,'); assert changed != text
+    profile.write_text(changed)
     before = snapshot(project / RUN)
     line = refused(cli(project, 'run', PROFILE, '--only', 'report'), '--only report', 'stale', 'eval (changed: profile section evals')
     assert 'decide' in line or 'pair_read' in line                       # what reads the stale evaluation is stale too

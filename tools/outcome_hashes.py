@@ -1,7 +1,8 @@
 """Hashes of a run's per-prompt outcomes and its promotion decision, to show that a change kept behaviour.
 
     python tools/outcome_hashes.py outputs/tiny                 # print {file: sha256} as JSON
-    python tools/outcome_hashes.py outputs/tiny --against OLD   # compare with another run folder; exit 1 on a difference
+    python tools/outcome_hashes.py outputs/tiny --against OLD   # compare with another run folder, or with a JSON file of
+                                                                # hashes such as results/tiny/outcome_hashes.json; exit 1 on a difference
 
 Outcome files are hashed byte for byte. decision.json is hashed after removing what records *when* it ran
 (the decision's and the seal's clock times and the results files' times), which differ on every run, and with
@@ -41,12 +42,12 @@ def run_hashes(run_dir: str | Path) -> dict[str, str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('run_dir'); ap.add_argument('--against', help='another run folder to compare with')
+    ap.add_argument('run_dir'); ap.add_argument('--against', help='another run folder, or a JSON file of hashes, to compare with')
     a = ap.parse_args(argv)
     new = run_hashes(a.run_dir)
     if not a.against:
         print(json.dumps(new, indent=1)); return 0
-    old = run_hashes(a.against)
+    old = json.loads(Path(a.against).read_text()) if Path(a.against).is_file() else run_hashes(a.against)
     diff = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
     for k in diff: print(f"DIFFERS {k}: {old.get(k, 'absent')[:12]} -> {new.get(k, 'absent')[:12]}")
     print(f"{len(new) - len([k for k in diff if k in new])} of {len(new)} files identical; {len(diff)} differ")

@@ -5,13 +5,18 @@ built the run written relative to its project root (a run folder's paths become 
     python tools/results_tiny.py RUN_DIR OUT_DIR
 
 The copy refuses a run that is not finished (a stage without its manifest) and, after writing, any file that still
-holds an absolute path.
+holds an absolute path. Beside the files it writes `outcome_hashes.json` (every per-prompt outcome file's and the
+decision's sha256: `python tools/outcome_hashes.py outputs/tiny --against results/tiny/outcome_hashes.json` says
+whether a later change kept the demo's behaviour) and `made_by.json` (the commit, and the sha256 of the library's
+modules and of the notebooks that made them).
 """
 from __future__ import annotations
-import argparse, re, sys
+import argparse, json, re, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / 'tools'))
+HASHES, MADE_BY = 'outcome_hashes.json', 'made_by.json'   # every outcome file's sha256 (tools/outcome_hashes.py), and the code's
 # {path in the run folder: name in results/tiny}
 FILES = {'report/summary.md': 'summary.md', 'report/summary.json': 'summary.json', 'report/rates.csv': 'rates.csv',
          'repair/mix_target.csv': 'repair_mix_target.csv', 'rounds/arms.csv': 'arms.csv', 'grid/grid_h6.csv': 'grid_h6.csv', 'grid/grid_prior_h6.json': 'grid_prior_h6.json',
@@ -47,7 +52,21 @@ def copy_results(run_dir: Path, out_dir: Path, root: Path | None = None) -> list
         if (left := absolute_paths(text)): raise SystemExit(f"{run_dir / rel}: still holds absolute path(s) {left[:3]}")
         (out_dir / name).write_text(text)
         written.append(out_dir / name)
-    return written
+    from outcome_hashes import run_hashes           # what a later change to the code must keep, or say it changed
+    (out_dir / HASHES).write_text(json.dumps(run_hashes(run_dir), indent=1, sort_keys=True) + '\n')
+    (out_dir / MADE_BY).write_text(json.dumps(made_by(root), indent=1, sort_keys=True) + '\n')
+    return [*written, out_dir / HASHES, out_dir / MADE_BY]
+
+
+def made_by(root: Path) -> dict:
+    "The code that made a result: the commit, and sha256 of the library's modules and of the notebooks (a dirty tree shows)."
+    import hashlib, subprocess
+    digest = lambda files: hashlib.sha256(b''.join(f.relative_to(root).as_posix().encode() + b'\0' + f.read_bytes()
+                                                   for f in sorted(files))).hexdigest()
+    git = lambda *a: subprocess.run(['git', *a], cwd=root, capture_output=True, text=True).stdout.strip()
+    return {'commit': git('rev-parse', 'HEAD'), 'uncommitted_changes': bool(git('status', '--porcelain', '--', 'rsi_repro', 'nbs', 'configs')),
+            'library_sha256': digest((root / 'rsi_repro').glob('*.py')), 'notebooks_sha256': digest((root / 'nbs').glob('*.ipynb')),
+            'profile_sha256': hashlib.sha256((root / 'configs' / 'tiny.yaml').read_bytes()).hexdigest()}
 
 
 def main(argv=None) -> int:
