@@ -47,9 +47,11 @@ docs: $(STAMP)
 docs-check:
 	$(PYTHON) tools/doc_figures.py check
 
-# results/tiny/: the files the README quotes, copied from the demo run with the build machine's paths made relative.
+# results/tiny/: the files the README quotes, copied from the demo run with the build machine's paths made relative;
+# then every figure the README and RESULTS.md quote from a result file written from it.
 results: demo
 	$(PY) tools/results_tiny.py
+	$(PY) tools/doc_figures.py write
 
 test: test-nbs test-py
 

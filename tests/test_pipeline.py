@@ -244,6 +244,9 @@ def test_front_page_states_decision_grid_and_provenance(profile_path, site):
     assert f"<b>{decision['candidate']}</b>" in front and f"<b>{decision['incumbent']}</b>" in front
     assert "<table class='grid'>" in front and "<table class='ladder'>" in front and "<table class='card-counts'>" in front
     assert '<section id=provenance>' in front and 'profile sha256' in front
+    guard = json.loads((prof.run_dir / 'decide/guard.json').read_text())     # this run reads four of the seven checks
+    assert "<table class='guard'>" in front and f"<b>{guard['verdict']}</b>" in front
+    assert guard['verdict'].startswith('incomplete: 4 of 7 checks read') and 'not read: code, multi-turn, safety' in guard['verdict']
     assert sha256_file(profile_path) in front                                   # the real digest, not a placeholder
     assert re.search(r'git commit</th><td><code>([0-9a-f]{40}|not a git checkout)</code>', front)
     for arm in __import__('pandas').read_csv(prof.run_dir / 'grid/grid_h6.csv')['cell']:
@@ -403,7 +406,7 @@ def test_every_number_in_the_front_pages_tables_links_to_a_file_under_data(site)
     assert numbers and not bare, f"numbers on the front page that link to no file under data/: {bare[:10]}"
     assert all((site / h).is_file() for _, _, hrefs in numbers for h in hrefs)
     kinds = {t for t, _, _ in numbers}
-    assert {'decision', 'ladder', 'grid', 'se', 'pooled', 'grid-prior', 'math-halves', 'card-counts', 'card', 'pair-read'} <= kinds, kinds
+    assert {'decision', 'ladder', 'grid', 'se', 'pooled', 'grid-prior', 'math-halves', 'card-counts', 'card', 'pair-read', 'guard'} <= kinds, kinds
     front = (site / 'index.html').read_text()
     assert 'pair_read/sheet.csv' not in front and "<table class='pair-read'>" in front   # the pair read's tally and sign p, not its blind sheet
     clause_files = {h for t, _, hrefs in cells if t == 'decision' for h in hrefs}      # a clause links to the candidate's per-prompt file

@@ -5,6 +5,7 @@ or two either way, so these properties are checked where they show, on the demo 
 run is missing or stale, so a regression to all-ties cannot pass unseen."""
 import csv
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -69,4 +70,5 @@ def test_math_is_explained_where_it_is_zero(demo):
     "Math at 0.0 for every checkpoint is allowed only with the README saying why."
     math = rates(demo, ['math'])['math']
     if (math == 0).all():
-        assert 'Math is 0.0 for every checkpoint, and must be at this scale' in (ROOT / 'README.md').read_text()
+        readme = re.sub(r'<!-- /?fig[^>]*-->', '', (ROOT / 'README.md').read_text())      # the figures as a reader sees them
+        assert 'Math is 0.0 for every checkpoint, and must be at this scale' in readme

@@ -4,9 +4,11 @@ A figure is marked where it stands, with the file, the field and the format it i
 
     ... at <!-- fig benchmarks/results/checker_python3.11.json:rsi_repro_responses_per_s ,.1f -->3,197.3<!-- /fig --> responses/s
 
-The field is a path into the JSON file: keys separated by dots, list items as [i] (`seconds.reference[2]`), a key
-that holds dots in quotes and brackets (`rates["train.sft.nemotron_h-30b-a3b"].value`), and
-`len(...)` around a path for the length of a list. The format is Python's format specification (`,.1f`, `.2f`, `,d`);
+The field is a path into the JSON file (a CSV file reads as a list of rows, `[3].delta`): keys separated by dots, list
+items as [i] (`seconds.reference[2]`), every item as [*] (`all_rates[*].ifbench`), a key that holds dots in quotes and
+brackets (`rates["train.sft.nemotron_h-30b-a3b"].value`), the one row of a list whose key has a value
+(`ladder[checkpoint=sft][instrument=h6].fixed`: a row is found by what it is, not by where it sits), and `len(...)`,
+`min(...)`, `max(...)` or `sum(...)` around a path. The format is Python's format specification (`,.1f`, `.2f`, `,d`);
 an optional suffix after a `|` scales first: `|x100` for a share shown as a percentage. The marks are HTML comments, so
 the rendered page shows the figure alone.
 
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ('README.md', 'benchmarks/RESULTS.md')
 MARK = re.compile(r'<!-- fig (?P<file>[^\s:]+):(?P<field>\S+?)(?: (?P<fmt>[^\s|]*))?(?:\|(?P<scale>x\d+(?:\.\d+)?))? -->'
                   r'(?P<shown>.*?)<!-- /fig -->')
-STEP = re.compile(r'\.?([^.\["\]]+)|\[(\d+)\]|\["([^"]+)"\]')
+STEP = re.compile(r'\.?([^.\["\]=]+)|\[(\d+|\*)\]|\["([^"]+)"\]|\[([^\]=]+)=([^\]]*)\]')
 
 
 class FigureError(ValueError): pass
@@ -42,13 +44,40 @@ class Figure:
 
 
 def value_at(data, field: str):
-    "The value at `field` in parsed JSON: `a.b[2].c`, or `len(a.b)`."
-    if m := re.fullmatch(r'len\((.+)\)', field): return len(value_at(data, m.group(1)))
-    at = data
-    for key, index, quoted in STEP.findall(field):
+    "The value at `field` in parsed JSON: `a.b[2].c`; `a[*].c` for every item's c; `len(...)`, `min(...)`, `max(...)`, `sum(...)`."
+    if m := re.fullmatch(r'(len|min|max|sum)\((.+)\)', field): return AGGREGATES[m.group(1)](value_at(data, m.group(2)))
+    return _walk(data, STEP.findall(field), field)
+
+AGGREGATES = {'len': len, 'min': min, 'max': max, 'sum': sum}
+
+def _walk(at, steps, field: str):
+    narrowed = False                          # `at` is the rows a [key=value] left: exactly one may go on
+    def one(rows):
+        if len(rows) != 1: raise FigureError(f"{field!r}: {len(rows)} rows match, not one")
+        return rows[0]
+    for i, (key, index, quoted, fkey, fvalue) in enumerate(steps):
+        if fkey:
+            at = [row for row in (at if not narrowed else at) if isinstance(row, dict) and str(row.get(fkey)) == fvalue]
+            narrowed = True; continue
+        if narrowed: at, narrowed = one(at), False
+        if index == '*': return [_walk(item, steps[i + 1:], field) for item in at]
         try: at = at[int(index)] if index else at[quoted or key]
-        except (KeyError, IndexError, TypeError): raise FigureError(f"no field {field!r}") from None
-    return at
+        except (KeyError, IndexError, TypeError, ValueError): raise FigureError(f"no field {field!r}") from None
+    return one(at) if narrowed else at
+
+
+def _cell(text: str):
+    for kind in (int, float):
+        try: return kind(text)
+        except ValueError: pass
+    return text
+
+def read_result(path: Path):
+    "A result file as data: JSON parsed; a CSV as a list of rows, {column: value}, numbers as numbers."
+    if path.suffix == '.csv':
+        import csv
+        return [{k: _cell(v) for k, v in row.items()} for row in csv.DictReader(path.open(newline='', encoding='utf-8'))]
+    return json.loads(path.read_text(encoding='utf-8'))
 
 
 def figures(doc: str, root: Path = ROOT) -> list[Figure]:
@@ -68,7 +97,7 @@ def render(fig: Figure, root: Path = ROOT, cache: dict | None = None) -> str:
     path = root / fig.file
     if fig.file not in cache:
         if not path.is_file(): raise FigureError(f"{fig.file} does not exist")
-        cache[fig.file] = json.loads(path.read_text(encoding='utf-8'))
+        cache[fig.file] = read_result(path)
     value = value_at(cache[fig.file], fig.field)
     if fig.scale != 1.0: value = value * fig.scale
     try: return format(value, fig.fmt)
