@@ -10,11 +10,11 @@ from typing import Mapping
 import pandas as pd
 
 from .grid import prior_sentence
-from .stats import Paired, Pooled, OutcomeError, align, paired, pool
+from .stats import ALL, Paired, Pooled, OutcomeError, align, paired, pool
 
 # %% auto #0
-__all__ = ['REASON_WORDS', 'FLAG_REASONS', 'pooled_read', 'se_beside', 'failure_reason', 'failure_reasons', 'halves',
-           'describe_reads', 'reads_tables']
+__all__ = ['REASON_WORDS', 'FLAG_REASONS', 'GUARD_CHECKS', 'GUARD_FILE', 'pooled_read', 'se_beside', 'failure_reason',
+           'failure_reasons', 'halves', 'guard_checks', 'guard_verdict', 'describe_reads', 'reads_tables']
 
 # %% ../nbs/25_judgement.ipynb #c005
 def _keyed(outcomes, inst: str) -> pd.Series:
@@ -88,6 +88,43 @@ def halves(outcomes: pd.DataFrame,   # per-prompt outcomes (id, passed), in the 
     return pd.DataFrame([{'part': k, 'n': len(p), 'rate': (r := float(p['passed'].mean())),
                           'se': math.sqrt(r * (1 - r) / len(p))}
                          for k, p in parts.items()]).set_index('part')
+
+# %% ../nbs/25_judgement.ipynb #c019h
+GUARD_CHECKS = {    # the card's seven checks: the reads that make each one (the first read on both sides counts)
+    'math': ('math',), 'code': ('code',), 'termination and tool leaks': ('termination',), 'open chat': ('open_chat',),
+    'multi-turn': ('multi_turn_usable', 'multi_turn'), 'wide battery': ('wide_chat',), 'safety': ('safety',)}
+GUARD_FILE = 'guard.json'
+
+def _guard_row(name: str, inst: str, read: pd.DataFrame, alpha: float) -> dict:
+    mine = read[read['instrument'] == inst]
+    top = mine[mine['family'] == ALL].iloc[0]
+    flagged = mine[mine['regression'].astype(bool)]['family'].tolist()
+    fixed, lost, p = int(top['fixed']), int(top['lost']), float(top['p'])
+    significant = lost > fixed and p < alpha
+    why = (f"lost {lost} against {fixed} fixed, sign p {p:.3g} < {alpha:g}" if significant else
+           f"a family regressed: {', '.join(flagged)}" if flagged else f"no significant loss (p {p:.3g}) and no family flagged")
+    return {'check': name, 'read': inst, 'n': int(top['n']), 'fixed': fixed, 'lost': lost, 'p': p,
+            'verdict': 'regression' if significant or flagged else 'no regression', 'why': why}
+
+def guard_checks(read: pd.DataFrame,          # a `paired.paired_read` table: the candidate against the incumbent
+                 alpha: float = 0.05,         # a loss at least this significant is a regression (not in the card)
+                 checks: Mapping = GUARD_CHECKS,
+                 ) -> pd.DataFrame:           # one row per check
+    "Each guard check with its paired read, its verdict and the reason the rule gives for it."
+    rows = []
+    for name, reads in checks.items():
+        inst = next((i for i in reads if ((read['instrument'] == i) & (read['family'] == ALL)).any()), None)
+        rows.append(_guard_row(name, inst, read, alpha) if inst else
+                    {'check': name, 'read': ' or '.join(reads), 'n': 0, 'fixed': 0, 'lost': 0, 'p': float('nan'),
+                     'verdict': 'not read', 'why': 'not read on both checkpoints'})
+    return pd.DataFrame(rows)
+
+def guard_verdict(checks: pd.DataFrame) -> str:
+    "The guard in a line: passed only when every check was read and none found a regression."
+    bad, unread = checks[checks.verdict == 'regression'].check.tolist(), checks[checks.verdict == 'not read'].check.tolist()
+    if bad: return f"regression: {', '.join(bad)}"
+    if unread: return f"incomplete: {len(checks) - len(unread)} of {len(checks)} checks read, none found a regression; not read: {', '.join(unread)}"
+    return f"passed: {len(checks)} checks found no regression"
 
 # %% ../nbs/25_judgement.ipynb #c021
 def describe_reads(reads: Mapping) -> str:

@@ -24,8 +24,8 @@ from .typed import ProfileError
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
            'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes', 'Requeued',
-           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads', 'decide_stage',
-           'decide_tables', 'decide_paired_read']
+           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads', 'decide_guard',
+           'decide_stage', 'decide_tables', 'decide_paired_read']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -357,6 +357,15 @@ def decide_reads(tables: dict,                 # {instrument: (incumbent, candid
     atomic_write_text(Path(stage_dir) / JUDGEMENT_FILE, json.dumps(out, indent=1))
     return out
 
+# %% ../nbs/35_recipes.ipynb #c020gd1
+def decide_guard(paired: 'pd.DataFrame', stage_dir: str | Path, alpha: float = 0.05) -> 'pd.DataFrame':
+    "The seven checks on the decide stage's paired read, written to guard.json beside the decision."
+    from rsi_repro.judgement import GUARD_FILE, guard_checks, guard_verdict
+    checks = guard_checks(paired, alpha)
+    atomic_write_text(Path(stage_dir) / GUARD_FILE, json.dumps({'verdict': guard_verdict(checks), 'alpha': alpha,
+                                                                 'checks': _records(checks)}, indent=1))
+    return checks
+
 # %% ../nbs/35_recipes.ipynb #c020d
 def _label(profile: Profile) -> str:
     "The profile's file as a reader names it: from the project root when it is inside it, else its name."
@@ -384,10 +393,11 @@ def decide_stage(profile: Profile, stage_dir: str | Path, incumbent: str, candid
     decision.write(Path(stage_dir) / DECISION_FILE)
     tables, sources = decide_tables(profile, incumbent, candidate, incumbent_outcomes, candidate_outcomes, eval_stage)
     paired = decide_paired_read(profile, stage_dir, incumbent, candidate, tables)
+    guard = decide_guard(paired, stage_dir)
     grid_dir = Path(grid_dir) if grid_dir else profile.run_dir / GRID_STAGE
     reads = decide_reads(tables, sources, stage_dir, grid_dir if grid_table_path(grid_dir, grid_instrument).exists() else None, grid_instrument)
     return {'rule': rule, 'decision': decision, 'incumbent_outcomes': incumbent_outcomes, 'candidate_outcomes': candidate_outcomes,
-            'paired': paired, 'reads': reads}
+            'paired': paired, 'reads': reads, 'guard': guard}
 
 def decide_tables(profile: Profile, incumbent: str, candidate: str, incumbent_outcomes: dict, candidate_outcomes: dict,
                   eval_stage: str = EVAL_STAGES[0]) -> tuple[dict, dict]:

@@ -18,7 +18,7 @@ from .pipeline import local_kernel_manager, rerecord, run_lock
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden',
            'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
-           'notebook_html', 'html_table', 'copy_source', 'grid_heatmap', 'source_href', 'override_block',
+           'notebook_html', 'html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'source_href', 'override_block',
            'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page', 'render_pages', 'build_site',
            'docs', 'main']
 
@@ -318,7 +318,25 @@ def _decision_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> s
     return (f"<h2 id={anchor}>The decision{'' if stage == DECIDE_STAGE else f' ({html.escape(stage)})'}</h2><p>The sealed rule, applied to "
             f"<b>{html.escape(d['candidate'])}</b> against <b>{html.escape(d['incumbent'])}</b>: {verdict}{' (post hoc)' if late else ''} "
             f"(<a href='{href}'>decision.json</a>, decided {html.escape(d['decided_at'])}).</p>" + warning
-            + html_table(rows, {'value': '_h', 'SE': '_h', 'passed': '_h'}, 'decision') + override_block(d))
+            + html_table(rows, {'value': '_h', 'SE': '_h', 'passed': '_h'}, 'decision') + override_block(d) + guard_block(run_dir, site, stage))
+
+# %% ../nbs/92_report.ipynb #c014gb1
+def guard_block(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
+    "The seven checks beside a decision (`guard.json`), numbers linked to the candidate's outcome files; '' without them."
+    from rsi_repro.judgement import GUARD_FILE
+    path = decision_path(run_dir, stage).parent / GUARD_FILE
+    if not path.exists(): return ''
+    g, href = json.loads(path.read_text()), copy_source(path, site, path.relative_to(run_dir).as_posix())
+    jpath = judgement_path(run_dir, stage)
+    sources = json.loads(jpath.read_text()).get('sources', {}) if jpath.exists() else {}
+    files = {i: source_href(s[1], site, run_dir) for i, s in sources.items()}
+    rows = [{'check': c['check'], 'read': c['read'], 'n': c['n'], 'fixed': c['fixed'], 'lost': c['lost'],
+             'sign p': '' if c['p'] is None else float(f"{c['p']:.3g}"), 'verdict': c['verdict'], 'why': c['why'],
+             '_h': files.get(c['read'], href)} for c in g['checks']]
+    return (f"<h3 id=guard-{stage}>The seven checks</h3><p>The card's guard beside the rule (math, code, termination and "
+            f"tool leaks, open chat, multi-turn, the wide battery, safety): <b>{html.escape(g['verdict'])}</b> "
+            f"(<a href='{href}'>guard.json</a>; a check regresses on a significant loss, sign p below {g['alpha']:g}, or a flagged family).</p>"
+            + html_table(rows, {k: '_h' for k in ('n', 'fixed', 'lost', 'sign p', 'verdict')}, 'guard'))
 
 # %% ../nbs/92_report.ipynb #c014e
 def grid_heatmap(grid: pd.DataFrame, out: Path, instrument: str = 'h6') -> Path:

@@ -72,3 +72,16 @@ def test_math_is_explained_where_it_is_zero(demo):
     if (math == 0).all():
         readme = re.sub(r'<!-- /?fig[^>]*-->', '', (ROOT / 'README.md').read_text())      # the figures as a reader sees them
         assert 'Math is 0.0 for every checkpoint, and must be at this scale' in readme
+
+
+def test_the_seven_checks_are_read_and_shown_beside_the_rule(demo):
+    "The decide stage reads all seven of the card's guard checks on the demo and the front page shows them with the guard's verdict."
+    import json
+    guard = json.loads((demo.run_dir / 'decide' / 'guard.json').read_text())
+    assert [c['check'] for c in guard['checks']] == ['math', 'code', 'termination and tool leaks', 'open chat', 'multi-turn',
+                                                    'wide battery', 'safety']
+    assert all(c['verdict'] != 'not read' and c['n'] > 0 for c in guard['checks']), guard['checks']
+    assert guard['verdict'] == ('passed: 7 checks found no regression' if all(c['verdict'] == 'no regression' for c in guard['checks'])
+                                else 'regression: ' + ', '.join(c['check'] for c in guard['checks'] if c['verdict'] == 'regression'))
+    front = (demo.run_dir / 'report' / 'site' / 'index.html').read_text()
+    assert "<table class='guard'>" in front and f"<b>{guard['verdict']}</b>" in front
