@@ -47,10 +47,12 @@ def with_hashes(m: dict) -> dict:
 
 # %% ../nbs/21b_manifests.ipynb #m006b
 RUN_TO_RUN = {                       # file name: fields that differ between two runs that computed the same thing
-    'training_evidence.json': {'wall_seconds', 'step_seconds', 'gpu_hours', 'memory', 'resumed_from_step', 'redone_steps'},
+    'training_evidence.json': {'wall_seconds', 'step_seconds', 'gpu_hours', 'memory', 'resumed_from_step', 'redone_steps',
+                               'reference_sha256'},   # the bytes of pairs.reference.json, timings included; its content counts below
     'log_history.json': {'train_runtime', 'train_samples_per_second', 'train_steps_per_second',
                          'train_loss', 'num_tokens'},   # a resumed trainer restarts both (the mean and TRL's count); each step's loss is kept
-    'pairs.reference.json': {'seconds'}, 'source.json': {'seconds'}, 'arms.csv': {'wall_seconds'}}
+    'pairs.reference.json': {'seconds', 'batches'},    # batches: [pairs, tokens, seconds] of each forward, a log of the pass
+    'source.json': {'seconds'}, 'arms.csv': {'wall_seconds'}}
 LOG_FOLDERS = {'runs'}
 
 def _without(value, keys: set):

@@ -24,6 +24,7 @@ stages:
 
 
 def test_a_forced_recompute_with_identical_weights_reruns_nothing_downstream():
+    "SFT, then DPO (with its shared reference pass), each forced to recompute: the same content, nothing below reruns."
     d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
     profile, run_dir = d / f'{RUN}.yaml', ROOT / 'outputs' / RUN
     profile.write_text(PROFILE); shutil.rmtree(run_dir, ignore_errors=True)
@@ -38,5 +39,9 @@ def test_a_forced_recompute_with_identical_weights_reruns_nothing_downstream():
         assert before['outputs']['adapter/adapter_model.safetensors'] == after['outputs']['adapter/adapter_model.safetensors']
         assert before['content_sha256'] == after['content_sha256']         # ... and computed the same thing
         assert '[dpo] unchanged, skipped' in again.stdout, again.stdout
+        dpo = json.loads((run_dir / 'dpo/manifest.json').read_text())          # DPO: its reference pass logs each forward's time
+        redo = run('--force', 'dpo'); assert redo.returncode == 0, redo.stderr[-3000:]
+        dpo_again = json.loads((run_dir / 'dpo/manifest.json').read_text())
+        assert dpo['outputs_sha256'] != dpo_again['outputs_sha256'] and dpo['content_sha256'] == dpo_again['content_sha256']
     finally:
         shutil.rmtree(run_dir, ignore_errors=True); profile.unlink(missing_ok=True)
