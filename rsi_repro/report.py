@@ -329,7 +329,8 @@ def guard_block(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
     g, href = json.loads(path.read_text()), copy_source(path, site, path.relative_to(run_dir).as_posix())
     jpath = judgement_path(run_dir, stage)
     sources = json.loads(jpath.read_text()).get('sources', {}) if jpath.exists() else {}
-    files = {i: source_href(s[1], site, run_dir) for i, s in sources.items()}
+    found = {i: p if p.is_absolute() else Path(run_dir) / p for i, s in sources.items() for p in [Path(s[1])]}
+    files = {i: source_href(p, site, run_dir) for i, p in found.items() if p.is_file()}   # a file given from elsewhere is named, not kept
     rows = [{'check': c['check'], 'read': c['read'], 'n': c['n'], 'fixed': c['fixed'], 'lost': c['lost'],
              'sign p': '' if c['p'] is None else float(f"{c['p']:.3g}"), 'verdict': c['verdict'], 'why': c['why'],
              '_h': files.get(c['read'], href)} for c in g['checks']]
