@@ -4,20 +4,21 @@
 
 # %% ../nbs/00e_compute.ipynb #m002
 from __future__ import annotations
-import importlib, json, os, re, subprocess, sys, tempfile
-from dataclasses import dataclass
+import importlib, json, os, re, shutil, subprocess, sys, tempfile, uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import yaml
 
 from .config import Compute
+from .nodes import agent_command, free_port, launch_lines, node_settings, run_nodes
 from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['COMPUTE_ENV', 'LAUNCHED_ENV', 'compute_settings', 'compute_environment', 'visible_gpus', 'launched', 'Processes',
-           'processes', 'rank_split', 'accelerate_config', 'launch_command', 'main', 'LaunchFailed', 'last_error',
-           'run_launched']
+           'processes', 'rank_split', 'accelerate_config', 'launch_command', 'main', 'say_rank', 'LaunchFailed',
+           'last_error', 'run_launched', 'across_nodes', 'run_per_node', 'slurm_gpus', 'launch_plan']
 
 # %% ../nbs/00e_compute.ipynb #m005
 COMPUTE_ENV = 'RSI_REPRO_COMPUTE'    # the profile's compute section as JSON: the runner sets it in each stage's kernel
@@ -51,23 +52,31 @@ class Processes:
     count: int
     gpus: tuple[str, ...] = ()
     visible: int = 0               # GPUs this process sees: more than `gpus` when the profile caps them
+    nodes: int = 1                 # machines, each running `count` processes on the same GPU numbers (`rsi_repro.nodes`)
+    @property
+    def ranks(self) -> int: return self.count * self.nodes
     @property
     def elsewhere(self) -> bool:
-        "Whether the work must leave this process: several processes, or fewer GPUs than this one sees."
-        return self.count > 1 or self.visible > len(self.gpus)
+        "Whether the work must leave this process: several processes or nodes, or fewer GPUs than this one sees."
+        return self.ranks > 1 or self.visible > len(self.gpus)
     @property
-    def where(self) -> str: return f"GPU{'s' if len(self.gpus) > 1 else ''} {','.join(self.gpus)}" if self.gpus else 'the CPU'
+    def where(self) -> str:
+        here = f"GPU{'s' if len(self.gpus) > 1 else ''} {','.join(self.gpus)}" if self.gpus else 'the CPU'
+        return f"{self.nodes} nodes, each on {here}" if self.nodes > 1 else here
 
 def processes(compute: Compute | None = None,        # default: this process's settings
               gpus: Sequence[str] | None = None,     # default: the visible GPUs
+              env: Mapping[str, str] | None = None,  # default: this process's (a Slurm allocation is read from it)
               ) -> Processes:
-    "Every visible GPU up to `compute.max_gpus`, else `compute.cpu_processes` CPU processes; one inside a rank or worker."
+    """Every visible GPU up to `compute.max_gpus`, else `compute.cpu_processes` CPU processes, on each of the stage's nodes;
+    one inside a rank or worker."""
     compute = compute or compute_settings()
     gpus = list(visible_gpus() if gpus is None else gpus)
     if launched(): return Processes(1, tuple(gpus[:1]), min(len(gpus), 1))
-    if not gpus: return Processes(compute.cpu_processes)
+    nodes = node_settings(compute, os.environ if env is None else env).count
+    if not gpus: return Processes(compute.cpu_processes, nodes=nodes)
     n = len(gpus) if compute.max_gpus is None else min(compute.max_gpus, len(gpus))
-    return Processes(n, tuple(gpus[:n]), len(gpus))
+    return Processes(n, tuple(gpus[:n]), len(gpus), nodes)
 
 # %% ../nbs/00e_compute.ipynb #m011
 def rank_split(micro_batch: int, grad_accum: int, ranks: int) -> tuple[int, int]:
@@ -106,6 +115,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     module, name = call['function'].split(':')
     getattr(importlib.import_module(module), name)(call['args'])
 
+def say_rank(args: dict) -> None:
+    "A cluster's smoke test: each rank (or each node's process) writes who it is into the folder `args['to']`."
+    from rsi_repro.nodes import this_node
+    node, _ = this_node()
+    if 'RANK' in os.environ: name, text = f"rank-{os.environ['RANK']}", f"{os.environ['RANK']} of {os.environ['WORLD_SIZE']} on node {node}"
+    else: name, text = f"node-{node}", f"node {node}"
+    Path(args['to'], name).write_text(text)
+
 # %% ../nbs/00e_compute.ipynb #m020
 class LaunchFailed(RuntimeError):
     "Processes started for a stage failed; the message names what they were doing, where, and the error."
@@ -126,10 +143,17 @@ def run_launched(function: str,                  # 'module:function' every rank 
                  bf16: bool = False,             # accelerate's mixed precision, for FSDP2
                  what: str = 'the launched work',  # named in the error
                  log_to: str | Path | None = None,   # where the ranks' output is kept when they fail
+                 meet_in: str | Path | None = None,  # over several nodes: a folder every node sees (call file, nodes' logs)
                  ) -> None:
-    "Start `procs.count` processes of `function(args)` and wait; raise `LaunchFailed` (one line) if any fails."
+    "Start `procs.ranks` processes of `function(args)` and wait; raise `LaunchFailed` (one line) if any fails."
     env = {**os.environ, **compute_settings().env, LAUNCHED_ENV: '1'}
     if procs.gpus: env['CUDA_VISIBLE_DEVICES'] = ','.join(procs.gpus)
+    if procs.nodes > 1:
+        if parallel == 'fsdp2' and procs.gpus:
+            raise LaunchFailed(f"{what}: FSDP2 over {procs.nodes} nodes is not started here (accelerate needs each node's "
+                               "machine rank on its command line); set the stage's optim.parallel: ddp")
+        entry = lambda nodes, i, call, rdzv: agent_command(nodes, procs.count, ['-m', 'rsi_repro.compute', str(call)], i, rdzv)
+        return across_nodes(entry, function, args, procs, env, what, log_to, meet_in)
     with tempfile.TemporaryDirectory(prefix='rsi_repro_launch_') as tmp:
         call = Path(tmp) / 'call.json'
         call.write_text(json.dumps({'function': function, 'args': args}))
@@ -143,6 +167,53 @@ def run_launched(function: str,                  # 'module:function' every rank 
             if log_to: Path(log_to).parent.mkdir(parents=True, exist_ok=True); Path(log_to).write_text(text); kept = f"; whole log: {log_to}"
             raise LaunchFailed(f"{what}: {procs.count} process(es) on {procs.where} exited with status {status}: "
                                f"{last_error(text)}{kept}")
+
+# %% ../nbs/00e_compute.ipynb #m023c
+def across_nodes(command, function: str, args: dict, procs: Processes, env: dict, what: str,
+                 log_to: str | Path | None, meet_in: str | Path | None) -> None:
+    "Run `command(nodes, node, call_file, rendezvous_id)` on every node; `LaunchFailed` names the first node that failed."
+    nodes = node_settings(compute_settings())
+    if nodes.count != procs.nodes: nodes = replace(nodes, count=procs.nodes)
+    if nodes.launch == 'loopback': nodes = replace(nodes, port=free_port())
+    elif meet_in is None: raise LaunchFailed(f"{what}: over {nodes.count} nodes the call needs a folder every node sees (meet_in)")
+    meet = Path(meet_in) if meet_in is not None else Path(tempfile.mkdtemp(prefix='rsi_repro_nodes_'))
+    shutil.rmtree(meet, ignore_errors=True); meet.mkdir(parents=True)
+    call = meet / 'call.json'
+    call.write_text(json.dumps({'function': function, 'args': args}))
+    rendezvous = f"rsi-repro-{os.environ.get('SLURM_JOB_ID', 'local')}-{uuid.uuid4().hex[:12]}"
+    failed = run_nodes(lambda i: command(nodes, i, call, rendezvous), nodes, env, meet)
+    if failed is None: shutil.rmtree(meet, ignore_errors=True); return
+    text = failed.log.read_text(errors='replace') if failed.log and failed.log.exists() else ''
+    kept = f"; every node's log: {meet}"
+    if log_to: Path(log_to).parent.mkdir(parents=True, exist_ok=True); Path(log_to).write_text(text); kept = f"; its log: {log_to}{kept}"
+    who = nodes.name(failed.node) if failed.node is not None else 'srun'
+    raise LaunchFailed(f"{what}: {who} {failed.how()} ({procs.ranks} process(es) on {procs.where}): "
+                       f"{last_error(text)}{kept}")
+
+def run_per_node(function: str, args: dict, procs: Processes, what: str = 'the work of each node',
+                 log_to: str | Path | None = None, meet_in: str | Path | None = None) -> None:
+    "One process of `function(args)` on each of `procs.nodes` nodes, each using its node's devices; `LaunchFailed` if any fails."
+    env = {**os.environ, **compute_settings().env}
+    entry = lambda nodes, i, call, rdzv: [sys.executable, '-m', 'rsi_repro.compute', str(call)]
+    across_nodes(entry, function, args, procs, env, what, log_to, meet_in)
+
+# %% ../nbs/00e_compute.ipynb #m023g
+def slurm_gpus(env: Mapping[str, str]) -> int:
+    "The GPUs Slurm gives each node of the job (SLURM_GPUS_ON_NODE, or SLURM_GPUS_PER_NODE as 'N' or 'TYPE:N'); 0: none said."
+    said = env.get('SLURM_GPUS_ON_NODE') or env.get('SLURM_GPUS_PER_NODE') or ''
+    m = re.search(r"(\d+)$", said.split(',')[0].split('(')[0])
+    return int(m.group(1)) if m else 0
+
+def launch_plan(compute: Compute, gpus: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> list[str]:
+    "What a dry run prints about nodes: nothing on one node; else the commands each node runs."
+    env = os.environ if env is None else env
+    nodes = node_settings(compute, env)
+    if nodes.count == 1: return []
+    gpus = list(visible_gpus() if gpus is None else gpus)
+    n = len(gpus) or slurm_gpus(env)
+    per_node = min(compute.max_gpus or n, n) if n else compute.cpu_processes
+    devices = (f"GPUs {','.join(gpus[:per_node])}" if gpus else f"{per_node} GPUs (Slurm's count)") if n else 'the CPU'
+    return launch_lines(nodes, per_node, devices)
 
 # %% ../nbs/00e_compute.ipynb #m024
 #| eval: false

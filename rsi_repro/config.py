@@ -398,9 +398,15 @@ class Compute:
     max_gpus: Optional[int] = None      # null: every GPU the stage sees
     cpu_processes: int = 1              # without a GPU: training ranks (gloo) and generation workers
     env: dict[str, str] = field(default_factory=dict)   # set in every process a stage starts (e.g. NCCL_NVLS_ENABLE: "0")
+    nodes: Optional[int] = None         # machines a stage's ranks and engines span; null: the Slurm allocation's, else 1
+    node_launch: str = 'srun'           # 'srun': one agent per node of the allocation; 'loopback': every node on this machine
+    rendezvous_port: int = 29400        # node 0's port for torchrun's c10d rendezvous (loopback: a free one is taken)
     def validate(self, where, p):
         if self.max_gpus is not None: positive(where, f"{p}.max_gpus", self.max_gpus)
         positive(where, f"{p}.cpu_processes", self.cpu_processes)
+        if self.nodes is not None: positive(where, f"{p}.nodes", self.nodes)
+        one_of(where, f"{p}.node_launch", self.node_launch, ('srun', 'loopback'))
+        positive(where, f"{p}.rendezvous_port", self.rendezvous_port)
         for k in self.env:
             if k in CODE_ENV or k.startswith(CODE_ENV_PREFIXES):
                 raise ProfileError(where, f"{p}.env.{k}", "would change the code or libraries a stage runs, which no stage's key "

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .chat import CHAT_TEMPLATE, IM_END, render, validate_messages
-from .compute import LAUNCHED_ENV, Processes, compute_settings, launched, processes
+from .compute import LAUNCHED_ENV, Processes, compute_settings, launched, processes, run_per_node
+from .nodes import this_node
 from .config import VLLM_LORA_RANKS, Serving
 from .typed import from_dict, to_dict
 from .io import DataError, atomic_write_text, iter_jsonl, portable, read_jsonl, sha256_json, timed, write_jsonl
@@ -25,7 +26,7 @@ __all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'l
            'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
            'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend', 'EngineFailed',
            'EngineWorker', 'shared_engines', 'spreads', 'engine_workers', 'release_engines', 'EngineHost',
-           'SpreadBackend', 'make_backend', 'plan_dir', 'generate']
+           'SpreadBackend', 'make_backend', 'NodesBackend', 'node_jobs', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -628,7 +629,7 @@ class SpreadBackend:
         except EngineFailed: release_engines(); raise
         return workers
 
-    def map(self, jobs: Sequence[tuple[list, int]], decode: Decode, done: Callable[[int, list], None]) -> None:
+    def map(self, jobs: Sequence[tuple[list, int]], decode: Decode, done: Callable[[int, list], None], work_dir=None) -> None:
         "Run every (prompts, seed) job on whichever engine is free; `done(i, completions)` as each one finishes."
         workers = self._engines()
         free = queue.Queue()
@@ -651,10 +652,60 @@ class SpreadBackend:
 
 def make_backend(model: ModelRef, serving: Serving, backend: str | None = None, work_dir: str | Path | None = None,
                  procs: Processes | None = None):
-    "The engine a generation call uses: in this process, or in child processes (vLLM on a GPU; several devices)."
+    "The engine a generation call uses: in this process, in child processes (vLLM on a GPU; several devices), or on every node."
     backend, procs = backend or serving.backend, procs or processes()
+    if procs.nodes > 1: return NodesBackend(model, serving, backend, work_dir, procs)
     if spreads(backend, procs): return SpreadBackend(model, serving, backend, work_dir, procs)
     return BACKENDS[backend](model, serving, work_dir=work_dir)
+
+# %% ../nbs/03_generate.ipynb #c014o
+class NodesBackend:
+    "A generation backend whose jobs run on every node's engines; this process writes the shards from what they return."
+    def __init__(self, model: ModelRef, serving: Serving, backend: str, work_dir: str | Path | None, procs: Processes):
+        if backend == 'vllm' and vllm_lora_plan(model, serving.vllm.max_lora_rank) == 'merge':
+            if work_dir is None: raise ValueError("merging an adapter for vLLM needs a work_dir of the calling stage")
+            model = merge_adapter(model, work_dir)                   # once, here: no two nodes write the merged checkpoint
+        self.model, self.serving, self.backend, self.work_dir, self.procs = model, serving, backend, work_dir, procs
+        self.tokenizer = load_tokenizer(model); self.stops = stop_ids(self.tokenizer)
+
+    def map(self, jobs: Sequence[tuple[list, int]], decode: Decode, done: Callable[[int, list], None], work_dir=None) -> None:
+        "Every (prompts, seed) job on the nodes' engines; `done(i, completions)` for each, in order, once they are back."
+        where = work_dir or self.work_dir
+        if where is None: raise ValueError("generation over several nodes needs a folder the nodes share (work_dir)")
+        results = Path(where) / '.node-jobs'     # one runner per run folder: one call at a time
+        shutil.rmtree(results, ignore_errors=True); results.mkdir(parents=True)
+        release_engines()                                    # this node's devices go to its own node process
+        args = {'jobs': [[list(map(list, p)), s] for p, s in jobs], 'model': asdict(self.model), 'serving': to_dict(self.serving),
+                'backend': self.backend, 'decode': asdict(decode), 'results': str(results), 'work_dir': str(where)}
+        try:
+            with timed('decode', checkpoint=self.model.label, jobs=len(jobs), nodes=self.procs.nodes):
+                run_per_node('rsi_repro.generate:node_jobs', args, self.procs, what=f"generating {self.model.label}",
+                             meet_in=Path(where) / '.nodes')
+        finally:
+            for i in range(len(jobs)):                           # what finished becomes shards, even when a node failed
+                if (f := results / f"job-{i:05d}.json").exists():
+                    done(i, [Completion(tuple(t), r) for t, r in json.loads(f.read_text())])
+            shutil.rmtree(results, ignore_errors=True)
+
+    def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:
+        out = []
+        self.map([(prompts, seed)], decode, lambda i, done: out.extend(done))
+        return out
+
+def node_jobs(args: dict) -> None:
+    "One node's share of a `NodesBackend` call: job i when i mod nodes is this node's number, on this node's engines."
+    node, count = this_node()
+    mine = [i for i in range(len(args['jobs'])) if i % count == node]
+    model, serving, decode = ModelRef(**args['model']), from_dict(Serving, args['serving']), Decode(**args['decode'])
+    engine = make_backend(model, serving, args['backend'], args['work_dir'])
+    keep = lambda j, out: atomic_write_text(Path(args['results']) / f"job-{mine[j]:05d}.json",
+                                            json.dumps([[list(c.token_ids), c.finish_reason] for c in out]))
+    todo = [(args['jobs'][i][0], args['jobs'][i][1]) for i in mine]
+    try:
+        if hasattr(engine, 'map'): engine.map(todo, decode, keep)
+        else:
+            for j, (prompts, seed) in enumerate(todo): keep(j, engine.generate(prompts, decode, seed))
+    finally: release_engines()
 
 # %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')
@@ -735,7 +786,7 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
             write_jsonl(shards[k], shard_rows)
             found[k] = shard_rows; bar.update(len(shard_rows))
         seeds = [decode.seed * 100_003 + k for k, _, _ in jobs]
-        if hasattr(engine, 'map'): engine.map([(p, s) for (_, _, p), s in zip(jobs, seeds)], decode, write)   # several engines
+        if hasattr(engine, 'map'): engine.map([(p, s) for (_, _, p), s in zip(jobs, seeds)], decode, write, work_dir=out)   # several engines
         else:
             for i, (_, _, prompts) in enumerate(jobs): write(i, engine.generate(prompts, decode, seed=seeds[i]))
     bar.close()

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .compute import compute_environment
+from .compute import compute_environment, launch_plan
 from .config import Profile, Stage, fingerprint, load_profile
 from .typed import ProfileError, to_dict
 from .layout import (ADAPTER, BLIND_SHEETS, MANIFEST, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
@@ -764,7 +764,7 @@ class RunEngines:
             from rsi_repro.generate import EngineHost, spreads
             from rsi_repro.compute import processes
             self.decided, procs, backend = True, processes(), self.profile.serving.backend
-            if spreads(backend, procs):
+            if spreads(backend, procs) and procs.nodes == 1:      # over several nodes each node's process starts its own
                 with timed('engine_host', devices=procs.count, backend=backend): self.host = EngineHost(procs, backend)
         return self.host.env if self.host else {}
 
@@ -910,6 +910,7 @@ def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
     lines = [f"dry run of {profile.path} into {shown} (nothing runs)"]
     lines += [f"  {s.stage:<{width}}  {s.action:<12}  {'; '.join(s.reasons)}" for s in steps]
     n = sum(s.action == 'run' for s in steps)
+    lines += launch_plan(profile.compute)                   # over several nodes: what each one runs
     lines.append(f"{n} stage(s) would run, {sum(s.action == 'skip' for s in steps)} unchanged"
                  + ''.join(f", {v} {k}" for k, v in (('put back', sum(s.action == 'restore' for s in steps)),
                                                      ('waiting', sum(s.action == 'wait' for s in steps)),

@@ -4,7 +4,7 @@
 
 # %% ../nbs/35_recipes.ipynb #c002
 from __future__ import annotations
-import json
+import json, os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional
@@ -23,9 +23,9 @@ from .typed import ProfileError
 
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
-           'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes', 'Requeued',
-           'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads', 'decide_guard',
-           'decide_stage', 'decide_tables', 'decide_paired_read']
+           'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes', 'job_task',
+           'Requeued', 'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads',
+           'decide_guard', 'decide_stage', 'decide_tables', 'decide_paired_read']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -237,10 +237,17 @@ def _submitit_checkpointable():
     except ImportError: return object          # no submitit: local runs only, which never requeue
     return Checkpointable
 
+def job_task() -> int:
+    "This process's task in the submitit job it runs in (0 outside one): a job of several nodes starts one task on each."
+    if not os.environ.get('SUBMITIT_EXECUTOR'): return 0
+    import submitit
+    return submitit.JobEnvironment().global_rank
+
 class Requeued(_submitit_checkpointable()):
-    "A job that submitit requeues, with the same arguments, when Slurm preempts it or its time runs out."
+    """A job that submitit requeues, with the same arguments, when Slurm preempts it or its time runs out; in a job of
+    several tasks, the first does the work (its srun steps use the other nodes) and the rest return None."""
     def __init__(self, fn): self.fn = fn
-    def __call__(self, *args, **kwargs): return self.fn(*args, **kwargs)
+    def __call__(self, *args, **kwargs): return self.fn(*args, **kwargs) if job_task() == 0 else None
 
 # %% ../nbs/35_recipes.ipynb #c018c
 def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tensorboard',)) -> dict:

@@ -8,7 +8,7 @@ import json, math, os, platform, shutil, sys, time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .chat import write_chat_template
 from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
@@ -831,9 +831,10 @@ def resume_point(out: str | Path, key: str, say=lambda line: print(line, file=sy
     return Resume(p, rec['step'], max(0, reached - rec['step']), rec.get('counted', {}))
 
 # %% ../nbs/31_train.ipynb #c015n
-def checkpoint_watch(out: str | Path, key: str, optim: Optim, count: TokenCount, t0: float, counted: dict):
+def checkpoint_watch(out: str | Path, key: str, optim: Optim, count: TokenCount, t0: float, counted: dict,
+                     total: Callable[[int], int] = lambda v: v):   # a count summed over every rank (called on every rank)
     """A trainer callback: a save every `checkpoint_minutes` too; after each save the marker, written last (the run's key,
-    the step, the work done so far); only the last `checkpoints_kept` kept; the step a run has reached, every step."""
+    the step, the work done so far, every rank's); only the last `checkpoints_kept` kept; the step a run has reached, every step."""
     from transformers import TrainerCallback
     out = Path(out)
     class CheckpointWatch(TrainerCallback):
@@ -843,9 +844,9 @@ def checkpoint_watch(out: str | Path, key: str, optim: Optim, count: TokenCount,
             if state.is_world_process_zero: atomic_write_text(out / PROGRESS, json.dumps({'key': key, 'step': state.global_step}))
         def on_save(self, args, state, control, **kw):
             self.last = time.time()
+            ranks_sum = {k: total(getattr(count, k)) for k in ('tokens', 'supervised', 'padded')}   # a collective: every rank
             if not state.is_world_process_zero: return
-            so_far = {'tokens': count.tokens + counted.get('tokens', 0), 'supervised': count.supervised + counted.get('supervised', 0),
-                      'padded': count.padded + counted.get('padded', 0), 'wall_seconds': time.time() - t0 + counted.get('wall_seconds', 0)}
+            so_far = {**{k: v + counted.get(k, 0) for k, v in ranks_sum.items()}, 'wall_seconds': time.time() - t0 + counted.get('wall_seconds', 0)}
             atomic_write_text(out / f"checkpoint-{state.global_step}" / CHECKPOINT_MARK,
                               json.dumps({'key': key, 'step': state.global_step, 'counted': so_far}))
             for old in checkpoints(out)[:-optim.checkpoints_kept]: shutil.rmtree(old, ignore_errors=True)
@@ -882,7 +883,7 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
     if key:                       # rank 0 removes what must not be resumed from, naming it; then every rank finds the same one
         if trainer.accelerator.is_main_process: resume_point(out, key)
         trainer.accelerator.wait_for_everyone(); resume = resume_point(out, key, say=lambda line: None)
-        trainer.add_callback(checkpoint_watch(out, key, optim, counter, t0, resume.counted if resume else {}))
+        trainer.add_callback(checkpoint_watch(out, key, optim, counter, t0, resume.counted if resume else {}, lambda v: _reduce(trainer, v)))
     trainer.train(**({'resume_from_checkpoint': str(resume.path)} if resume else {})); wall = time.time() - t0
     _save_adapter(trainer, out, model)
     if trainer.accelerator.is_main_process:
@@ -1070,9 +1071,9 @@ def launch_training(kind: str,          # 'sft' or 'dpo': what every rank runs
                     optim: Optim,       # the profile's settings: the step the ranks share
                     procs: Processes,   # how many ranks, on which GPUs
                     ) -> dict:
-    "Train in `procs.count` ranks started for it; returns the evidence rank 0 wrote beside the adapter."
+    "Train in `procs.ranks` ranks started for it (on every node); returns the evidence rank 0 wrote beside the adapter."
     out, what = Path(args['out_dir']), f"training {args['tag']}"
-    mb, ga = rank_split(optim.micro_batch, optim.grad_accum, procs.count)   # refuses a step that does not split evenly
+    mb, ga = rank_split(optim.micro_batch, optim.grad_accum, procs.ranks)   # refuses a step that does not split evenly
     fit = None
     if optim.micro_batch_fit and procs.gpus:   # the fit measures one GPU: fit a rank's share there, then start every rank
         fitted = out.parent / f".{out.name}.fit.json"
@@ -1087,12 +1088,12 @@ def launch_training(kind: str,          # 'sft' or 'dpo': what every rank runs
     else:
         split = Split(mb, ga, optim.activation_checkpointing is True)
     run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'split': asdict(split), 'fit': fit}, procs, optim.parallel,
-                 optim.bf16, what=what, log_to=out.parent / f"{out.name}.launch.log")
+                 optim.bf16, what=what, log_to=out.parent / f"{out.name}.launch.log", meet_in=out.parent / f".{out.name}.nodes")
     evidence = out / EVIDENCE
     if not evidence.exists(): raise LaunchFailed(f"{what}: the ranks finished without writing {evidence}")
     ev = json.loads(evidence.read_text())
-    if ev.get('world_size') != procs.count:
-        raise LaunchFailed(f"{what}: {evidence} records world size {ev.get('world_size')}, but {procs.count} ranks were started")
+    if ev.get('world_size') != procs.ranks:
+        raise LaunchFailed(f"{what}: {evidence} records world size {ev.get('world_size')}, but {procs.ranks} ranks were started")
     return ev
 
 def rank_main(args: dict) -> None:

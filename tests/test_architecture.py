@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("io", "typed")),
     ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval", "stats", "chat")),
     ("settings", ("evals", "promotion", "config")),
-    ("run layout and model-free tools", ("layout", "compute", "pools", "preregister", "manifests")),
+    ("run layout and model-free tools", ("layout", "nodes", "compute", "pools", "preregister", "manifests")),
     ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
                                   "summary")),
     ("models", ("bases", "generate", "tiny", "train", "rejection", "soups")),
