@@ -46,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument('--partial', action='store_true', help='mark work without a rate instead of stopping')
     e.add_argument('--detail', action='store_true', help='one line per piece of work')
     e.add_argument('--json', metavar='PATH', help='also write the estimate as JSON')
+    e.add_argument('--gpus', metavar='N[,N...]', help='instead: each stage in wall-clock hours on N GPUs (1,8,32,64: side by side)')
+    e.add_argument('--gpus-per-node', type=int, default=8, metavar='G', help='how the GPUs are grouped into nodes, as shown (default 8)')
     i = sub.add_parser('init', help="write a profile for your own base (a hub id, a checkpoint folder, a GGUF file, a "
                                      "package: resource) that extends the right parent, and print its estimate")
     i.add_argument('--base', required=True, help='the base: data/my_base, my.gguf, package:pkg/model.gguf or org/model')
@@ -146,6 +148,9 @@ def ifeval_check_command(args) -> int:
 
 # %% ../nbs/91_cli.ipynb #c004e
 def _estimate(args) -> int:
+    if getattr(args, 'gpus', None):
+        from rsi_repro.scaling import scaling_command
+        scaling_command(args); return 0
     from rsi_repro.estimate import estimate_command
     estimate_command(args); return 0
 

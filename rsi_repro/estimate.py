@@ -201,6 +201,8 @@ class Work:
     cap: Optional[int] = None      # max_new_tokens of a generation
     bound: bool = False            # count is an upper bound
     checkpoints: Optional['Checkpointing'] = None   # a training run's optimiser steps and checkpoint interval
+    batch: Optional[int] = None    # a training run's examples per optimiser step: the most data-parallel ranks it can use
+    per_call: Optional[int] = None # a generation's requests in each call (None: count): the shards its engines share
 
 
 # %% ../nbs/94_estimate.ipynb #c022q
@@ -233,7 +235,7 @@ def serve_requests(profile: Profile) -> int:
 
 def _reads(profile: Profile, stage: Stage, names: str) -> Work:
     return Work(stage.name, 'reads', f"serve prompts answered by {names}, greedy", 'generate',
-                2 * serve_requests(profile), 'serve', profile.serving.max_new_tokens)
+                2 * serve_requests(profile), 'serve', profile.serving.max_new_tokens, per_call=serve_requests(profile))
 
 
 # %% ../nbs/94_estimate.ipynb #c023
@@ -304,7 +306,7 @@ def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
         out += [Work(st.name, f"epoch{e}", f"band {e} of {names}: {rows:,} rows read and validated", 'cpu.banding', rows),
                 Work(st.name, f"epoch{e}", f"{rows:,} conversations through the chat template", 'cpu.mix_tokenise', rows, 'sft_example'),
                 Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example',
-                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)))]
+                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch)]
     return out + [_reads(p, st, 'base and sft')]
 
 
@@ -321,7 +323,7 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr") for s in cfg.rank_seed]
     for name, what in arms:
         out += [Work(st.name, name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), {what}", 'train.dpo', trained, 'dpo_pair',
-                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch))),
+                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch),
                 Work(st.name, name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
     return out + [_reads(p, st, 'sft and dpo')]
 
@@ -336,7 +338,7 @@ def _sampling(p: Profile, st: Stage, pool: str, sampling, draws: int, mixes: int
     "k samples per prompt of a pool for `draws` independent draws; the kept ones (at most cap_per_prompt per prompt and draw) tokenised into `mixes` draws' worth of mixes."
     n = pool_size(p, pool, where)
     return [Work(st.name, f"sampling {pool}", f"{n:,} prompts x k={sampling.k}" + (f" x {draws} draws" if draws > 1 else ''),
-                 'generate', n * sampling.k * draws, 'sampling', sampling.max_new_tokens),
+                 'generate', n * sampling.k * draws, 'sampling', sampling.max_new_tokens, per_call=n),
             Work(st.name, f"sampling {pool}", f"kept samples through the chat template (at most {min(sampling.k, sampling.cap_per_prompt)} "
                  "per prompt and draw)", 'cpu.mix_tokenise', n * min(sampling.k, sampling.cap_per_prompt) * mixes, 'mix_example', bound=True)]
 
@@ -348,7 +350,7 @@ def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
     if steps is None: raise EstimateError(f"{p.path}: repair.optim.steps is not set (the mix's size is only known after sampling)")
     return [*_sampling(p, st, cfg.pool, cfg.sampling, 1, 1, 'repair.pool'),
             Work(st.name, 'train', f"train {steps * cfg.optim.effective_batch:,} examples ({steps:,} steps x {cfg.optim.effective_batch})",
-                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(cfg.optim, steps)),
+                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(cfg.optim, steps), batch=cfg.optim.effective_batch),
             _reads(p, st, 'dpo and repair')]
 
 def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
@@ -359,7 +361,7 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
     for a in r.arms:
         out.append(Work(st.name, a.name, f"train {a.steps * r.optim.effective_batch:,} examples ({a.steps:,} steps x "
                         f"{r.optim.effective_batch}), {a.mix} mix of {a.pool}, from {arm_warm_start(p, a)}", 'train.sft',
-                        a.steps * r.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(r.optim, a.steps)))
+                        a.steps * r.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(r.optim, a.steps), batch=r.optim.effective_batch))
     return out
 
 
@@ -416,7 +418,7 @@ def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     else: raise EstimateError(f"{p.path}: soups.stage {cfg.stage!r}: the estimate knows the recipes of the repair stage (with steps) and of the arms")
     eff = optim.effective_batch
     out = [Work(st.name, f"{cfg.stage}-s{seed}", f"retrain {cfg.stage} with seed {seed} ({steps:,} steps x {eff})", 'train.sft',
-                steps * eff, 'mix_example', checkpoints=Checkpointing.of(optim, steps)) for seed in cfg.seeds]
+                steps * eff, 'mix_example', checkpoints=Checkpointing.of(optim, steps), batch=optim.effective_batch) for seed in cfg.seeds]
     names = [f"{cfg.stage}-s{s}" for s in cfg.seeds] + [f"soup_{m}" for m in cfg.methods] + ([cfg.stage] if cfg.include_stage else [])
     return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments, run)]
 

@@ -1,6 +1,7 @@
 """Figures in the README and benchmarks/RESULTS.md are written from their result files (tools/doc_figures.py, between
 `<!-- fig FILE:FIELD FORMAT -->` marks) and checked against them: an edit to either side, without the other, is named."""
-import json, shutil, sys
+import json
+import pytest, shutil, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,13 +44,14 @@ def test_a_result_file_changed_without_the_documents_is_named(tmp_path):
     assert any("no field 'speedup'" in b for b in D.problems(root))
 
 
-def test_the_readmes_estimate_block_is_what_the_command_prints():
-    "The README quotes `rsi-repro estimate configs/nemotron.yaml` whole; the quote is what the command prints today."
+@pytest.mark.parametrize('args', [(), ('--gpus', '64'), ('--gpus', '1,8,32,64')])
+def test_the_readmes_estimate_blocks_are_what_the_command_prints(args):
+    "The README quotes `rsi-repro estimate [--gpus ...] configs/nemotron.yaml` whole; each quote is what the command prints today."
     import subprocess
-    head = "```text\n$ rsi-repro estimate configs/nemotron.yaml\n"
+    head = f"```text\n$ rsi-repro estimate {' '.join([*args, 'configs/nemotron.yaml'])}\n"
     readme = (ROOT / 'README.md').read_text()
     start = readme.index(head) + len(head)
     quoted = readme[start:readme.index("```", start)]
-    out = subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'estimate', 'configs/nemotron.yaml'], cwd=ROOT,
+    out = subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'estimate', *args, 'configs/nemotron.yaml'], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert quoted == out, "README's estimate block is not what the command prints: paste the command's output there"
+    assert quoted == out, f"README's block for estimate {' '.join(args)} is not what the command prints: paste the command's output there"
