@@ -16,7 +16,8 @@ from .stats import ALL, OutcomeError, compare, detectable_delta, paired, pool, p
 
 # %% auto #0
 __all__ = ['CARD_DISCORDANCE', 'RECIPE', 'grid_table', 'family_grid', 'plot_family_heatmap', 'candidates_table',
-           'power_before_grid', 'power_sentence', 'grid_prior', 'seed_spread', 'prior_sentence']
+           'power_before_grid', 'power_sentence', 'grid_prior', 'seed_spread', 'prior_sentence', 'RegressionProfile',
+           'one_se_rule']
 
 # %% ../nbs/23_grid.ipynb #c005
 def _arms_frame(arms) -> pd.DataFrame:
@@ -161,3 +162,44 @@ def prior_sentence(prior: dict | None,         # `grid_prior` (None: the grid ha
             f"mean delta {prior['mean_delta']:+.4f}.\n"
             + ("Same-recipe seeds spread by " + ", ".join(f"{s['spread']:.4f} ({s['cells']})" for s in rows) + "." if rows
                else "No two arms of the grid share a recipe: no seed spread."))
+
+# %% ../nbs/23_grid.ipynb #c021
+from dataclasses import dataclass
+
+@dataclass(frozen=True)
+class RegressionProfile:
+    "A candidate's guard, summed up: of `checks` checks, how many were read and how many found a regression."
+    read: int = 0
+    regressions: int = 0
+    checks: int = 7
+    def rank(self) -> tuple[int, int]: return (self.regressions, -self.read)      # lower is better
+    def __str__(self) -> str:
+        if not self.read: return f"not measured (0 of {self.checks} checks read)"
+        return f"{self.read} of {self.checks} checks read, {self.regressions or 'no'} regression{'' if self.regressions == 1 else 's'}"
+
+def one_se_rule(grid: pd.DataFrame,                       # a `grid_table`: cell, delta, se (each arm against the champion)
+                champion: str,
+                profiles: Mapping[str, RegressionProfile],  # a candidate's guard; missing: not measured
+                ) -> tuple[pd.DataFrame, dict]:
+    "Each candidate with its headline, whether it is within one SE of the best, and its regression profile; and the choice."
+    rows = [{'candidate': champion, 'delta': 0.0, 'se': float('nan')}] + [
+        {'candidate': r['cell'], 'delta': float(r['delta']), 'se': float(r['se'])} for r in grid.to_dict(orient='records')]
+    best = max(rows, key=lambda r: r['delta'])             # the champion first: an arm must beat it to lead
+    scale = 0.0 if best['candidate'] == champion or math.isnan(best['se']) else best['se']
+    prof = lambda c: profiles.get(c, RegressionProfile())
+    for r in rows: r.update(within=best['delta'] - r['delta'] <= scale + 1e-12, regression_profile=str(prof(r['candidate'])))
+    tied = [r for r in rows if r['within']]
+    chosen = min(tied, key=lambda r: (prof(r['candidate']).rank(), -r['delta']))['candidate']
+    for r in rows: r['chosen'] = r['candidate'] == chosen
+    others = [r['candidate'] for r in tied if r['candidate'] != best['candidate']]
+    if best['candidate'] == champion: why = f"the champion {champion} leads on the headline: no arm beats it"
+    elif chosen == best['candidate']:
+        why = (f"{chosen} leads on the headline ({best['delta']:+.3f}, SE {scale:.3f}); " +
+               (f"no candidate within one SE of it ({', '.join(others)}) has a better regression profile" if others
+                else "no other candidate is within one SE of it"))
+    else:
+        why = (f"{best['candidate']} leads on the headline by {best['delta']:+.3f}, within one SE ({scale:.3f}) of "
+               f"{', '.join(others)}: {chosen} is preferred for its regression profile ({prof(chosen)}) over "
+               f"{best['candidate']}'s ({prof(best['candidate'])})")
+    return pd.DataFrame(rows), {'best': best['candidate'], 'se': scale, 'tied': [r['candidate'] for r in tied],
+                                'chosen': chosen, 'why': why}

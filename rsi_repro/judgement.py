@@ -14,7 +14,8 @@ from .stats import ALL, Paired, Pooled, OutcomeError, align, paired, pool
 
 # %% auto #0
 __all__ = ['REASON_WORDS', 'FLAG_REASONS', 'GUARD_CHECKS', 'GUARD_FILE', 'pooled_read', 'se_beside', 'failure_reason',
-           'failure_reasons', 'halves', 'guard_checks', 'guard_verdict', 'describe_reads', 'reads_tables']
+           'failure_reasons', 'halves', 'guard_checks', 'guard_verdict', 'describe_reads', 'reads_tables',
+           'reads_captions']
 
 # %% ../nbs/25_judgement.ipynb #c005
 def _keyed(outcomes, inst: str) -> pd.Series:
@@ -141,3 +142,27 @@ def reads_tables(reads: Mapping) -> dict[str, pd.DataFrame]:
     cols = {'se': 'The standard error beside each delta', 'failure_reasons': 'Discordant prompts by failure reason',
             'seed_spread': "Same-recipe arms of the grid: the seed spread"}
     return {title: pd.DataFrame(reads[k]) for k, title in cols.items() if reads.get(k)}
+
+# %% ../nbs/25_judgement.ipynb #c022d
+def reads_captions(reads: Mapping) -> dict[str, tuple[str, str]]:
+    "{part of judgement.json: (title, what it shows)} for each table the reads have."
+    out = {}
+    if (p := reads.get('pooled')):
+        out['pooled'] = ("The pooled read", f"{' and '.join(p['instruments'])} are disjoint prompt sets, so their discordant prompts "
+                         f"add up to one sign test: {p['fixed']} fixed against {p['lost']} lost, p = {p['p']:.3g}.")
+    if (se := reads.get('se')):
+        big = [r['instrument'] for r in se if r.get('delta_in_se') is not None and abs(r['delta_in_se']) >= 2]
+        out['se'] = ("The standard error beside each delta", f"Each instrument's delta in units of its own standard error: "
+                     f"{len(big)} of {len(se)} move by two SE or more" + (f" ({', '.join(big)})." if big else "."))
+    if (fr := reads.get('failure_reasons')):
+        top = max(fr, key=lambda r: r['discordant'])
+        out['failure_reasons'] = ("Discordant prompts by failure reason", f"Why the prompts that changed outcome failed where they "
+                                  f"failed; the most common: {top['reason']}" + (f" on {top['instrument']}" if top.get('instrument') else '')
+                                  + f" ({top['fixed']} fixed, {top['lost']} lost).")
+    if (pr := reads.get('grid_prior')):
+        out['grid_prior'] = ("The grid's prior", f"What an arm of this recipe did against the champion: {pr['cells']} cells, "
+                             f"{pr['positive']} positive, {pr['negative']} negative, mean delta {pr['mean_delta']:+.4f}.")
+    if (sp := reads.get('seed_spread')):
+        out['seed_spread'] = ("Same-recipe arms: the seed spread", f"Arms that differ only by their seed differ by up to "
+                              f"{max(r['spread'] for r in sp):.3f}: a delta smaller than that is within what a seed moves.")
+    return out

@@ -68,9 +68,9 @@ def judgement_path(run_dir: str | Path, stage: str = DECIDE_STAGE) -> Path:
     return Path(run_dir) / stage / JUDGEMENT_FILE
 
 def grid_table_path(stage_dir: str | Path, instrument: str, part: str = 'grid') -> Path:
-    "The grid stage's table of every arm against the champion on one instrument (`part`: 'grid', 'seed_spread' or 'grid_prior')."
-    if part not in ('grid', 'seed_spread', 'grid_prior'): raise ValueError(f"unknown grid part {part!r}")
-    return Path(stage_dir) / f"{part}_{instrument}.{'json' if part == 'grid_prior' else 'csv'}"
+    "The grid stage's table of every arm against the champion on one instrument (`part`: 'grid', 'seed_spread', 'grid_prior' or 'one_se')."
+    if part not in ('grid', 'seed_spread', 'grid_prior', 'one_se'): raise ValueError(f"unknown grid part {part!r}")
+    return Path(stage_dir) / f"{part}_{instrument}.{'json' if part in ('grid_prior', 'one_se') else 'csv'}"
 
 # %% ../nbs/00d_layout.ipynb #c010
 def _adapter_or_error(path: Path, what: str, remedy: str) -> Path:

@@ -138,7 +138,7 @@ STAGE_READS: dict[str, Reads] = {
                          labels=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS),                     # the rest: each checkpoint's parent
                          after=('preregister',)),      # evaluates after the rule is sealed, never reading the seal
     'decide':      Reads(('promotion', 'overrides', 'evals')),   # the sealed rule, a person's overrides beside it, the reads' flags
-    'grid':        Reads(('rounds', 'pools')),
+    'grid':        Reads(('rounds', 'pools', 'evals')),
     'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=BLIND_SHEETS),
     'soups':       Reads(('soups', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=(SAFETY_SHEETS, *BLIND_SHEETS),
                          reuse=(PLANS, soup_parent_adapter('', '*').as_posix())),

@@ -24,8 +24,8 @@ from .typed import ProfileError
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
            'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes', 'job_task',
-           'Requeued', 'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'decide_reads',
-           'decide_guard', 'decide_stage', 'decide_tables', 'decide_paired_read']
+           'Requeued', 'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'regression_profile',
+           'decide_reads', 'decide_guard', 'decide_stage', 'decide_tables', 'decide_paired_read']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -317,8 +317,9 @@ def pools_stage(profile: Profile, stage_dir: str | Path) -> dict:
     return {'pools': built, 'summary': summary, 'sha256': hashes, 'second_constraints': second}
 
 # %% ../nbs/35_recipes.ipynb #c020g
-def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages) -> dict:
-    "Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas."
+def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_stages, one_se: bool = False) -> dict:
+    """Every arm against the champion on one instrument: the grid table (written as CSV) and per-family deltas; with
+    `one_se`, the card's preference within one standard error (`grid.one_se_rule`), written to one_se_<instrument>.json."""
     from rsi_repro import grid
     champion = profile.rounds.champion_name
     arms = [{'cell': a.name, 'mix': a.mix, 'steps': a.steps, 'init': arm_warm_start(profile, a), 'seed': a.seed}
@@ -331,7 +332,26 @@ def grid_stage(profile: Profile, stage_dir: str | Path, instrument: str, eval_st
     spread = grid.seed_spread(table)
     if prior: atomic_write_text(grid_table_path(stage_dir, instrument, 'grid_prior'), json.dumps(prior, indent=1))
     spread.to_csv(grid_table_path(stage_dir, instrument, 'seed_spread'), index=False)
-    return {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent), 'prior': prior, 'spread': spread}
+    out = {'champion': champion, 'table': table, 'families': grid.family_grid(outcomes, incumbent), 'prior': prior, 'spread': spread}
+    if one_se:
+        reference = arm_warm_start(profile, next(a for a in profile.rounds.arms if a.name == champion))
+        profiles = {c: regression_profile(profile, reference, c) for c in [champion, *outcomes]}
+        rows, verdict = grid.one_se_rule(table, champion, profiles)
+        atomic_write_text(grid_table_path(stage_dir, instrument, 'one_se'), json.dumps(
+            {'instrument': instrument, 'champion': champion, 'reference': reference, **verdict, 'candidates': _records(rows)}, indent=1))
+        out.update(one_se=rows, one_se_verdict=verdict)
+    return out
+
+def regression_profile(profile: Profile, reference: str, candidate: str, eval_stage: str = EVAL_STAGES[0]) -> 'grid.RegressionProfile':
+    "A candidate's guard against `reference` on what the evaluation stage read of both: checks read, regressions found."
+    from rsi_repro.grid import RegressionProfile
+    from rsi_repro.judgement import GUARD_CHECKS, guard_checks
+    from rsi_repro.paired import paired_read
+    tables, _ = decide_tables(profile, reference, candidate, {}, {}, eval_stage)
+    if not tables: return RegressionProfile(checks=len(GUARD_CHECKS))
+    checks = guard_checks(paired_read({i: a for i, (a, _) in tables.items()}, {i: b for i, (_, b) in tables.items()},
+                                      rules=dict(profile.evals.flags)))
+    return RegressionProfile(int((checks.verdict != 'not read').sum()), int((checks.verdict == 'regression').sum()), len(checks))
 
 # %% ../nbs/35_recipes.ipynb #c020r
 def _records(df) -> list[dict]: return json.loads(df.to_json(orient='records'))

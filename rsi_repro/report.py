@@ -18,9 +18,9 @@ from .pipeline import local_kernel_manager, rerecord, run_lock
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden',
            'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
-           'notebook_html', 'html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'source_href', 'override_block',
-           'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page', 'render_pages', 'build_site',
-           'docs', 'main']
+           'notebook_html', 'html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'one_se_block', 'source_href',
+           'override_block', 'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page',
+           'render_pages', 'build_site', 'docs', 'main']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -254,12 +254,14 @@ def _fmt(v) -> str:
 def _link(value, href: str) -> str:
     return f"<a href='{html.escape(href, quote=True)}'>{html.escape(_fmt(value))}</a>"
 
-def html_table(rows: list[dict], links: dict[str, str] | None = None, cls: str = '') -> str:
+def html_table(rows: list[dict], links: dict[str, str] | None = None, cls: str = '',
+               caption: tuple[str, str] | None = None) -> str:   # (title, a sentence of what the table shows)
     "Rows as an HTML table; a column named in `links` links every value to that column's file (a key of the row, or a fixed href)."
     if not rows: return "<p class=muted>(empty)</p>"
     links, cols = links or {}, list(rows[0])
     shown = [c for c in cols if not c.startswith('_')]
-    out = [f"<table class='{cls}'><tr>" + ''.join(f"<th>{html.escape(c)}</th>" for c in shown) + "</tr>"]
+    cap = f"<caption><b>{html.escape(caption[0])}</b>. {html.escape(caption[1])}</caption>" if caption else ''
+    out = [f"<table class='{cls}'>{cap}<tr>" + ''.join(f"<th>{html.escape(c)}</th>" for c in shown) + "</tr>"]
     for r in rows:
         cells = []
         for c in shown:
@@ -371,7 +373,21 @@ def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
             f"{int((g.discordant > 0).sum())} of {len(g)} arm(s) differ from the champion on any prompt (<a href='{href}'>grid CSV</a>); "
             f"each cell's numbers link to that arm's per-prompt outcomes.</p>"
             + html_table(rows, {c: '_h' for c in g.columns if c not in ('cell', 'mix', 'init')}, 'grid')
-            + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>")
+            + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>" + one_se_block(run_dir, site, instrument))
+
+def one_se_block(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
+    "The grid's preference within one SE (`one_se_<instrument>.json`): its verdict and each candidate; '' when the rule is off."
+    path = grid_table_path(run_dir / GRID_STAGE, instrument, 'one_se')
+    if not path.exists(): return ''
+    v, href = json.loads(path.read_text()), copy_source(path, site, path.relative_to(run_dir).as_posix())
+    rows = [{'candidate': c['candidate'], 'Δ vs champion': round(c['delta'], 4), 'SE': '' if c['se'] is None else round(c['se'], 4),
+             'within one SE of the best': 'yes' if c['within'] else 'no', 'regression profile': c['regression_profile'],
+             'preferred': 'yes' if c['chosen'] else '', '_h': href} for c in v['candidates']]
+    return (f"<h3 id=one-se-{instrument}>Within one standard error: the better regression profile</h3><p>The card's rule "
+            f"(\"where candidates sat within one standard error of each other I preferred the candidate with the better "
+            f"regression profile\"), the profile's regression profile being the guard's seven checks read against "
+            f"{html.escape(v['reference'])}: <b>{html.escape(v['why'])}</b> (<a href='{href}'>{path.name}</a>). A preference beside "
+            f"the sealed rule, which alone promotes.</p>" + html_table(rows, {'Δ vs champion': '_h', 'SE': '_h'}, 'one-se'))
 
 # %% ../nbs/92_report.ipynb #c014g
 def _card_section(root: Path, site: Path) -> str:
@@ -458,26 +474,28 @@ def pair_read_tally(stage_dir: Path, site: Path, run_dir: Path) -> str:
 # %% ../nbs/92_report.ipynb #c014l
 def judgement_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
     "The reads beside one decision (`judgement.json`), each number linked to the file it came from; '' for a run without them."
-    from rsi_repro.judgement import describe_reads
+    from rsi_repro.judgement import describe_reads, reads_captions
     path = judgement_path(run_dir, stage)
     if not path.exists(): return ''
     j = json.loads(path.read_text())
     jh = copy_source(path, site, path.relative_to(run_dir).as_posix())
     cand = {i: source_href(pair[1], site, run_dir) for i, pair in j.get('sources', {}).items() if (run_dir / pair[1]).exists()}
     gh = source_href(j['grid'], site, run_dir) if j.get('grid') and (run_dir / j['grid']).exists() else jh
-    nums = lambda *cols: {c: '_h' for c in cols}
+    nums, caps = (lambda *cols: {c: '_h' for c in cols}), reads_captions(j)
     out = [f"<h3 id=reads-{stage}>The reads beside the verdict</h3><p>" + html.escape(describe_reads(j)).replace('\n', '<br>') + "</p>"]
     if (p := j.get('pooled')):
         out.append(html_table([{'read': 'pooled: ' + ' + '.join(p['instruments']), **{k: p[k] for k in ('n', 'fixed', 'lost', 'delta', 'se', 'p')},
-                                'method': p['method'], '_h': jh}], nums('n', 'fixed', 'lost', 'delta', 'se', 'p'), 'pooled'))
+                                'method': p['method'], '_h': jh}], nums('n', 'fixed', 'lost', 'delta', 'se', 'p'), 'pooled', caps['pooled']))
     out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j.get('se', [])],
-                          nums('n', 'delta', 'se', 'delta_in_se', 'discordance', 'se_null'), 'se'))
+                          nums('n', 'delta', 'se', 'delta_in_se', 'discordance', 'se_null'), 'se', caps.get('se')))
     if j.get('failure_reasons'):
-        out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j['failure_reasons']], nums('fixed', 'lost', 'discordant'), 'failure-reasons'))
+        out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j['failure_reasons']], nums('fixed', 'lost', 'discordant'),
+                              'failure-reasons', caps['failure_reasons']))
     if j.get('grid_prior'):
-        out.append(html_table([{**j['grid_prior'], '_h': gh}], nums('cells', 'positive', 'negative', 'zero', 'mean_delta', 'sd_delta'), 'grid-prior'))
+        out.append(html_table([{**j['grid_prior'], '_h': gh}], nums('cells', 'positive', 'negative', 'zero', 'mean_delta', 'sd_delta'), 'grid-prior',
+                              caps['grid_prior']))
     if j.get('seed_spread'):
-        out.append(html_table([{**r, '_h': gh} for r in j['seed_spread']], nums('steps', 'seeds', 'deltas', 'spread'), 'seed-spread'))
+        out.append(html_table([{**r, '_h': gh} for r in j['seed_spread']], nums('steps', 'seeds', 'deltas', 'spread'), 'seed-spread', caps['seed_spread']))
     return '\n'.join(out)
 
 def eval_reads_section(profile, site: Path) -> str:

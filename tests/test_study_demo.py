@@ -3,7 +3,7 @@ grid's arms disagree with the champion, the double mix is two draws. A run small
 or two either way, so these properties are checked where they show, on the demo run: `make test-study` runs the demo
 (a no-op when it is current) and then these tests, and CI runs it after `make test`. They fail, never skip, when the
 run is missing or stale, so a regression to all-ties cannot pass unseen."""
-import csv
+import csv, json
 import itertools
 import re
 from pathlib import Path
@@ -85,3 +85,26 @@ def test_the_seven_checks_are_read_and_shown_beside_the_rule(demo):
                                 else 'regression: ' + ', '.join(c['check'] for c in guard['checks'] if c['verdict'] == 'regression'))
     front = (demo.run_dir / 'report' / 'site' / 'index.html').read_text()
     assert "<table class='guard'>" in front and f"<b>{guard['verdict']}</b>" in front
+
+
+def test_the_one_se_rule_weighs_the_grid_by_regression_profile_and_the_front_page_shows_it(demo):
+    """The grid stage applies the card's preference within one SE (the profile switches it on): the champion, whose guard
+    was read on every check, against arms read on the headline instruments alone; the front page shows the verdict and
+    every candidate, with captions on the reads beside the verdict."""
+    import html
+    v = json.loads((demo.run_dir / 'grid' / 'one_se_h6.json').read_text())
+    grid = {r['cell']: r for r in csv.DictReader(open(demo.run_dir / 'grid' / 'grid_h6.csv'))}
+    cands = {c['candidate']: c for c in v['candidates']}
+    assert set(cands) == {v['champion'], *grid} and v['reference'] == 'repair'
+    assert cands[v['champion']]['regression_profile'].startswith('7 of 7 checks read')        # the eval stage read all seven
+    assert all(cands[a]['regression_profile'] == 'not measured (0 of 7 checks read)' for a in grid)   # eval_arms: h6, probe2
+    best = max(cands.values(), key=lambda c: c['delta'])
+    assert v['best'] == best['candidate'] and v['tied'] == [c['candidate'] for c in v['candidates'] if c['within']]
+    assert all(best['delta'] - float(grid[a]['delta']) <= v['se'] + 1e-12 for a in v['tied'] if a in grid)
+    if v['champion'] in v['tied']: assert v['chosen'] == v['champion']        # within one SE: the characterised candidate
+    else: assert v['chosen'] == v['best']                                        # beyond: no candidate as well profiled
+    front = (demo.run_dir / 'report' / 'site' / 'index.html').read_text()
+    assert "id=one-se-h6" in front and f"<b>{html.escape(v['why'])}</b>" in front
+    for title in ('The pooled read', 'The standard error beside each delta', 'Discordant prompts by failure reason',
+                  "The grid&#x27;s prior", 'Same-recipe arms: the seed spread'):
+        assert f"<caption><b>{title}</b>." in front, title

@@ -22,7 +22,8 @@ FILES = {'report/summary.md': 'summary.md', 'report/summary.json': 'summary.json
          'repair/mix_target.csv': 'repair_mix_target.csv', 'rounds/arms.csv': 'arms.csv', 'grid/grid_h6.csv': 'grid_h6.csv', 'grid/grid_prior_h6.json': 'grid_prior_h6.json',
          'grid/seed_spread_h6.csv': 'seed_spread_h6.csv', 'decide/decision.json': 'decision.json',
          'decide/judgement.json': 'judgement.json', 'decide/failure_reasons.csv': 'failure_reasons.csv',
-         'eval/paired_older.csv': 'paired_older.csv', 'pair_read/pair_read.summary.json': 'pair_read.summary.json'}
+         'eval/paired_older.csv': 'paired_older.csv', 'pair_read/pair_read.summary.json': 'pair_read.summary.json',
+         'grid/one_se_h6.json': 'one_se_h6.json', 'decide/guard.json': 'guard.json'}
 ABSOLUTE = re.compile(r'''(?:^|[\s"'(=,\[])(/(?:[\w.+-]+/)+[\w.+-]*)''')
 
 
