@@ -371,7 +371,7 @@ def test_a_rerun_leaves_no_artifact_of_an_earlier_run(profile_path, first_run):
     grid = load_profile(profile_path).run_dir / 'grid'
     (grid / 'grid_probe2.csv').write_text('cell,delta\nv741,0.5\n')
     assert [r.status for r in run(profile_path, only=['grid'], force=['grid'], log=lambda *a: None)] == ['ran']
-    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv', 'grid_prior_h6.json', 'seed_spread_h6.csv']
+    assert not (grid / 'grid_probe2.csv').exists() and list(read_manifest(grid)['outputs']) == ['grid_h6.csv', 'grid_prior_h6.json', 'one_se_h6.json', 'seed_spread_h6.csv']
 
 
 # --- every number on the front page links to the file it came from, and a browser follows one link of each kind ---

@@ -98,11 +98,11 @@ def test_an_evaluation_still_waits_for_the_seal(finished):
 
 
 def test_changing_one_instrument_reruns_the_evaluations_not_training(finished):
-    """evals.code.n is read by the stages that evaluate (eval, eval_arms, soups) or read evaluation settings (decide: the
-    flags of its paired read; pair_read, report)."""
+    """evals.code.n is read by the stages that evaluate (eval, eval_arms, soups) or read evaluation settings (decide and
+    grid: the flags of their paired reads, the grid's for the one-SE rule's regression profiles; pair_read, report)."""
     _write("evals: {code: {n: 6}}\n")
     steps = _plan(finished)
-    assert _reading(steps, 'evals') == {'eval', 'eval_arms', 'decide', 'pair_read', 'soups', 'report'}
+    assert _reading(steps, 'evals') == {'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'soups', 'report'}
     assert _running(steps) == {'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'soups', 'report'}
     assert steps['decide'].reasons[0].startswith('upstream eval')
     assert not _running(steps) & (TRAINING | {'serve', 'pools', 'preregister'})
