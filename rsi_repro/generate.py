@@ -26,7 +26,7 @@ __all__ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ROW_FIELDS', 'ModelRef', 'Decode', 'l
            'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
            'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend', 'EngineFailed',
            'EngineWorker', 'shared_engines', 'spreads', 'engine_workers', 'release_engines', 'EngineHost',
-           'SpreadBackend', 'make_backend', 'NodesBackend', 'node_jobs', 'plan_dir', 'generate']
+           'SpreadBackend', 'make_backend', 'NodesBackend', 'read_job', 'node_jobs', 'plan_dir', 'generate']
 
 # %% ../nbs/03_generate.ipynb #c005
 @dataclass(frozen=True)
@@ -683,14 +683,21 @@ class NodesBackend:
                              meet_in=Path(where) / '.nodes')
         finally:
             for i in range(len(jobs)):                           # what finished becomes shards, even when a node failed
-                if (f := results / f"job-{i:05d}.json").exists():
-                    done(i, [Completion(tuple(t), r) for t, r in json.loads(f.read_text())])
+                if (f := results / f"job-{i:05d}.json").exists(): done(i, read_job(f, len(jobs[i][0])))
             shutil.rmtree(results, ignore_errors=True)
 
     def generate(self, prompts, decode: Decode, seed: int) -> list[Completion]:
         out = []
         self.map([(prompts, seed)], decode, lambda i, done: out.extend(done))
         return out
+
+def read_job(path: Path, prompts: int) -> list[Completion]:
+    "A node's completions of one job, checked: one per prompt, or an error naming the file (no short shard is written)."
+    got = [Completion(tuple(t), r) for t, r in json.loads(path.read_text())]
+    if len(got) != prompts:
+        raise DataError(f"{path}: {len(got)} completions for a job of {prompts} prompts: the node that wrote it failed part-way; "
+                        "run again to generate the job anew")
+    return got
 
 def node_jobs(args: dict) -> None:
     "One node's share of a `NodesBackend` call: job i when i mod nodes is this node's number, on this node's engines."
