@@ -1,9 +1,9 @@
-"""The slim Unsloth wheels (benchmarks/device/unsloth_wheels.py): what a 16-bit LoRA run never loads is left out, and
+"""The slim Unsloth wheels (tools/gpu_ship/unsloth_wheels.py): what a 16-bit LoRA run never loads is left out, and
 the rewritten RECORD lists exactly the files kept with their true hashes, so that pip installs the slim wheel offline."""
 import base64, hashlib, subprocess, sys, zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'benchmarks' / 'device'))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / 'tools' / 'gpu_ship'))
 from unsloth_wheels import dropped, slim  # noqa: E402
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The study's pipeline on the GPU machine. The wheels travel first, as one compressed install in pieces
-# (benchmarks/device/pack_site.py: one piece per call, moved to /tmp/ship there; the last call runs `pack_site.py unpack`,
+# (tools/gpu_ship/pack_site.py: one piece per call, moved to /tmp/ship there; the last call runs `pack_site.py unpack`,
 # which puts vLLM and the pipeline's wheels in /tmp/site). Carry .triton_cache.tgz and .flashinfer_cache.tgz (from `caches`) to skip the first
-# engine's kernel compiles. Results and logs under $OUT. On the CPU side, `bash benchmarks/device/prepare_ship.sh` builds
+# engine's kernel compiles. Results and logs under $OUT. On the CPU side, `bash tools/gpu_ship/prepare_ship.sh` builds
 # the pieces and .kernel_wheels (a new checkout has neither).
 #
 #   bash benchmarks/device/gpu_study.sh wheels   # or: install the carried .pipeline_wheels alone into /tmp/site; list the machine's packages
@@ -100,7 +100,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
          # A job may begin with VAR=value words (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False): its environment,
          # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels/slim (unsloth, unsloth_zoo and a
-         # bitsandbytes slimmed to its CUDA 13 library, built by benchmarks/device/unsloth_wheels.py, installed --no-deps:
+         # bitsandbytes slimmed to its CUDA 13 library, built by tools/gpu_ship/unsloth_wheels.py, installed --no-deps:
          # their metadata caps trl and datasets below the pipeline's pins), on the path of their own jobs only, offline.
          # Beside .mamba_wheels they pass the carry limit: carry them in a later call on the same machine (/tmp/mamba_site stays). The GPU's clocks, power and temperature are
          # sampled every 2 s while the lane runs (clocks_HHMMSS.csv, one file per lane run: a later call on the same machine keeps the earlier file), so that a slow stretch can be told from a throttled card.

@@ -1,13 +1,13 @@
 """Pack vLLM 0.26.0 and the wheels the GPU machine lacks (with --also, the pipeline's too) into pieces that fit one device
 call each (CPU side).
 
-    python benchmarks/device/prepare_vllm.py --tier core      # vllm + the wheels `from vllm import LLM` is expected to need
-    python benchmarks/device/prepare_vllm.py --tier full      # every wheel of the list (optional kernel packages too)
+    python tools/gpu_ship/prepare_vllm.py --tier core      # vllm + the wheels `from vllm import LLM` is expected to need
+    python tools/gpu_ship/prepare_vllm.py --tier full      # every wheel of the list (optional kernel packages too)
 
 The GPU machine has Python 3.12, torch 2.11.0+cu130 (vLLM 0.26.0's pin) and transformers 5.17 (vLLM asks >= 5.5.3), no
 network, and takes at most 64 MiB of working tree per call. This script
   0. adds --out and --wheels to .git/info/exclude, so that they neither travel nor show as untracked;
-  1. reads the wheel list (benchmarks/device/vllm-0.26.0-wheels.txt: file names of the wheels missing there, with sizes)
+  1. reads the wheel list (tools/gpu_ship/vllm-0.26.0-wheels.txt: file names of the wheels missing there, with sizes)
      and drops torch (the list's torch 2.10 is spurious: vLLM pins torch==2.11.0, which the machine has), transformers
      (the machine's satisfies vLLM), setuptools (the machine's own) and, for --tier core, the large optional kernel / toolchain packages (--tier full
      keeps them); adds torchcodec 0.14.x (vLLM asks >= 0.14);
@@ -82,7 +82,7 @@ class SplitWriter:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--list', default=str(ROOT / 'benchmarks/device/vllm-0.26.0-wheels.txt'))
+    ap.add_argument('--list', default=str(ROOT / 'tools/gpu_ship/vllm-0.26.0-wheels.txt'))
     ap.add_argument('--tier', choices=['core', 'full'], default='core')
     ap.add_argument('--wheels', default=str(ROOT / '.vllm_wheels'), help='download folder (kept: a second run reuses it)')
     ap.add_argument('--out', default=str(ROOT / '.vllm_ship'))
@@ -137,7 +137,7 @@ def main():
     manifest = {'what': 'vLLM 0.26.0 and the wheels the GPU machine lacks' + (' (with the pipeline\'s, from --also)' if a.also else '')
                         + ', for CPython 3.12 manylinux x86_64',
                 'tier': a.tier, 'list': Path(a.list).name, 'skipped_packages': skipped, 'extra': EXTRA,
-                'install': 'python3 benchmarks/device/install_vllm.py install',
+                'install': 'python3 tools/gpu_ship/install_vllm.py install',
                 'wheels': [{'file': p.name, 'bytes': p.stat().st_size, 'sha256': sha256(p)} for p in sorted(chosen)],
                 'tar': 'vllm-wheels.tar', 'piece_bytes': piece, 'tree_bytes_when_packed': tree,
                 'pieces': [{'file': p.name, 'bytes': p.stat().st_size, 'sha256': sha256(p)} for p in w.parts]}
@@ -152,7 +152,7 @@ def main():
     print("device calls, back to back on one warm machine (it goes back after 30 s idle):")
     for i, p in enumerate(manifest['pieces']):
         last = i == n - 1
-        cmd = 'python3 benchmarks/device/install_vllm.py receive' + (' && python3 benchmarks/device/install_vllm.py install' if last else '')
+        cmd = 'python3 tools/gpu_ship/install_vllm.py receive' + (' && python3 tools/gpu_ship/install_vllm.py install' if last else '')
         print(f"  run(carry=['{relout}/manifest.json', '{relout}/parts/{p['file']}'], command='{cmd}')")
 
 

@@ -1,7 +1,7 @@
 """Unsloth's wheels, slimmed to what its LoRA SFT on an H200 imports, for the speed lane's unsloth-* variants (run on
 the CPU side).
 
-    python benchmarks/device/unsloth_wheels.py --out .unsloth_wheels/slim
+    python tools/gpu_ship/unsloth_wheels.py --out .unsloth_wheels/slim
 
 The GPU machine has torch, transformers, PEFT, accelerate and Triton; it lacks unsloth, unsloth_zoo and bitsandbytes
 (which Unsloth imports at start, for its 4-bit paths). The three wheels are 77 MB as published, more than a device call

@@ -1,7 +1,7 @@
 """Ship vLLM and the pipeline's wheels to the GPU machine in as few device calls as possible (CPU side, then device side).
 
-    python benchmarks/device/pack_site.py pack      # here: install every wheel into one folder, compress it, cut it in pieces
-    python3 benchmarks/device/pack_site.py unpack   # there, after the last piece arrived: check, join, decompress to /tmp/site
+    python tools/gpu_ship/pack_site.py pack      # here: install every wheel into one folder, compress it, cut it in pieces
+    python3 tools/gpu_ship/pack_site.py unpack   # there, after the last piece arrived: check, join, decompress to /tmp/site
 
 Shipping the wheels themselves (prepare_vllm.py + install_vllm.py) costs one call per ~44 MiB of deflate-compressed
 wheels. Installed and compressed as one zstd stream with a long window, the same files are a third smaller (vLLM's
@@ -77,7 +77,7 @@ def cut(a, about: dict | None = None):
     with_wheel = parts[-1].stat().st_size + (SHIP / 'zstandard.whl').stat().st_size <= piece   # else the wheel takes a call
     for p in parts[:-1] if with_wheel else parts: print(f"  carry: [.site_ship/manifest.json, .site_ship/parts/{p.name}]")
     print(f"  carry: [.site_ship/manifest.json, .site_ship/zstandard.whl{', .site_ship/parts/' + parts[-1].name if with_wheel else ''}]"
-          "   # then: python3 benchmarks/device/pack_site.py unpack")
+          "   # then: python3 tools/gpu_ship/pack_site.py unpack")
 
 
 def unpack(a):

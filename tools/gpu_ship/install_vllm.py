@@ -1,8 +1,8 @@
 """Receive, join and install the vLLM pieces that `prepare_vllm.py` packed (run on the GPU machine; standard library only).
 
-    python3 benchmarks/device/install_vllm.py receive     # each call: keep the pieces this call carried, checked against the manifest
-    python3 benchmarks/device/install_vllm.py install     # once all are there: join, unpack, check every wheel, pip install offline
-    python3 benchmarks/device/install_vllm.py status      # which pieces are there, which are missing
+    python3 tools/gpu_ship/install_vllm.py receive     # each call: keep the pieces this call carried, checked against the manifest
+    python3 tools/gpu_ship/install_vllm.py install     # once all are there: join, unpack, check every wheel, pip install offline
+    python3 tools/gpu_ship/install_vllm.py status      # which pieces are there, which are missing
 
 Pieces are kept in --store (default /tmp/vllm_parts), which lasts as long as the machine stays up: send them on one warm
 machine, back to back. `install` unpacks the tar stream into /tmp/vllm_wheels, compares every wheel's sha256 with the
