@@ -66,7 +66,7 @@ def device():
 @contextlib.contextmanager
 def indexed_rows():
     "The mixture-of-experts layers' routed rows moved by plain indexing (an accumulating scatter backward), as before `routed_rows`."
-    import rsi_repro.train as T
+    import rsi_repro.train_setup as T
     class Indexed:
         @staticmethod
         def apply(x, index, inverse, copies): return x[index]
@@ -81,7 +81,7 @@ def indexed_rows():
 def compiled_norms():
     """`optim.kernels: compile` with the small regions on every architecture, each RMSNorm and experts activation alone, as
     the library compiled them before whole decoder layers (`train.COMPILE_REGIONS`): the same-run baseline for that choice."""
-    import rsi_repro.train as T
+    import rsi_repro.train_setup as T
     saved = dict(T.COMPILE_REGIONS)
     T.COMPILE_REGIONS.update({k: T.compile_norms_and_activations for k in saved})
     try: yield

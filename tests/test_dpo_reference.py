@@ -147,6 +147,7 @@ def test_the_beta_lr_arms_measure_one_fit_and_another_rank_its_own(tmp_path, war
     and seed) measure one split between them, the second arm's evidence naming the first as the run that measured it; an
     arm of another rank measures its own. Each arm trains at the split it was given."""
     import rsi_repro.train as train
+    import rsi_repro.train_batches as train_batches
     from rsi_repro.train import Split
     measured = []
     def fit(make, net, rows, optim, seed, steps):
@@ -154,7 +155,7 @@ def test_the_beta_lr_arms_measure_one_fit_and_another_rank_its_own(tmp_path, war
         return Split(4, 1, False), {'candidates': [{'micro_batch': 4, 'grad_accum': 1}], 'seconds': 3.0}
     monkeypatch.setattr(train, 'resolve_split', fit)
     monkeypatch.setattr(train, 'gpu_identity', lambda: ['a GPU', 1])
-    monkeypatch.setattr(train, '_FITS', {})
+    monkeypatch.setattr(train_batches, '_FITS', {})           # shared_fit's own registry, in its module
     write_jsonl(tmp_path / 'pairs.jsonl', pairs(8))
     o = opt(steps=1, micro_batch_fit=True)
     arm = lambda name, beta, lr, lora: train.train_dpo(BASE, 'llama', tmp_path / 'pairs.jsonl', lora, o, tmp_path / name, tag=name, beta=beta,
