@@ -19,7 +19,7 @@ PACKAGE = ROOT / "rsi_repro"
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("io", "typed")),
     ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval", "stats", "chat")),
-    ("settings", ("evals", "promotion", "config")),
+    ("settings", ("evals", "promotion", "profile_sections", "config")),
     ("run layout and model-free tools", ("layout", "nodes", "compute", "pools", "preregister", "manifests")),
     ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
                                   "summary")),
