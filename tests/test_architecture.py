@@ -18,7 +18,7 @@ PACKAGE = ROOT / "rsi_repro"
 # `instruments` stands for the package and every module in it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("io", "typed")),
-    ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval", "stats", "chat")),
+    ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval_checks", "ifeval", "stats", "chat")),
     ("settings", ("evals", "promotion", "profile_sections", "config")),
     ("run layout and model-free tools", ("layout", "nodes", "compute", "pools", "preregister", "manifests")),
     ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
