@@ -42,10 +42,12 @@ demo: $(STAMP)
 docs: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m rsi_repro.report $(PROFILE)
 
-# Every figure marked in the README and benchmarks/RESULTS.md against the result file it is written from (stdlib only):
+# Every figure marked in the README and benchmarks/RESULTS.md against the result file it is written from, and DESIGN.md's
+# module map against the code (stdlib only):
 # names each one that differs; `python3 tools/doc_figures.py write` writes them from their files.
 docs-check:
 	$(PYTHON) tools/doc_figures.py check
+	$(PYTHON) tools/module_map.py check
 
 # results/tiny/: the files the README quotes, copied from the demo run with the build machine's paths made relative;
 # then every figure the README and RESULTS.md quote from a result file written from it.

@@ -183,3 +183,14 @@ def test_data_scoring_and_tables_import_without_the_ml_stack():
 def test_the_blocker_blocks():
     "A module that needs pandas at import fails under the blocker, so a pass above means something."
     assert "evaluate: blocked import of pandas" in _import_blocked(["evaluate"], ("pandas",))
+
+
+def test_designs_module_map_is_drawn_from_the_code():
+    "DESIGN.md's picture is what tools/module_map.py draws from today's layers; a module left out of it is caught."
+    sys.path.insert(0, str(ROOT / "tools"))
+    import module_map
+    design = (ROOT / "DESIGN.md").read_text()
+    assert module_map.current(design) == module_map.block(), "run python3 tools/module_map.py write"
+    assert "train_setup" in module_map.block()
+    stale = module_map.current(design).replace(", train_setup", "")
+    assert stale != module_map.block()
