@@ -23,10 +23,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run layout and model-free tools", ("layout", "nodes", "compute", "pools", "preregister", "manifests")),
     ("data, scoring and tables", ("corpora", "trained_on", "mix_targets", "instruments", "paired", "pair_read", "card_audit", "grid", "judgement",
                                   "summary")),
-    ("models", ("bases", "generate", "tiny", "train_setup", "train_batches", "train_run", "train", "rejection", "soups")),
+    ("models", ("bases", "backends", "engines", "generate", "tiny", "train_setup", "train_batches", "train_run", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),
     ("stages", ("recipes", "read_stages")),
-    ("runner", ("pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
+    ("runner", ("stage_keys", "stage_folders", "pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
 ]
 MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
 TORCH_FREE = [m for _, ms in LAYERS[:5] for m in ms]     # import without torch, transformers, peft or trl

@@ -34,7 +34,7 @@ def serving(**kw):
 def engine_pids() -> set[int]:
     "This process's generation engines and every process they started (vLLM's engine core runs in one of its own)."
     import psutil
-    from rsi_repro.generate import _WORKERS
+    from rsi_repro.engines import _WORKERS
     procs = [psutil.Process(w.proc.pid) for ws in _WORKERS.values() for w in ws]
     return {p.pid for q in procs for p in [q, *q.children(recursive=True)]}
 
@@ -65,7 +65,8 @@ def adapter(tmp_path, r=16, base='data/tiny_base', architecture='llama'):
 @needs_vllm
 def test_vllm_in_an_engine_process_matches_transformers_greedy_and_frees_the_gpu(tmp_path):
     import torch
-    from rsi_repro.generate import ModelRef, generate, release_engines, _WORKERS
+    from rsi_repro.engines import _WORKERS
+    from rsi_repro.generate import ModelRef, generate, release_engines
     ref = ModelRef(str(ROOT / 'data/tiny_base'))
     hf = generate(requests(), ref, serving(backend='hf'), tmp_path / 'hf', progress=False)
     vl = generate(requests(), ref, serving(backend='vllm'), tmp_path / 'vllm', progress=False)

@@ -112,7 +112,7 @@ def test_reads_the_key_does_not_cover_stop_the_stage(project, monkeypatch):
     run_dir = load_profile(path).run_dir
     cases = {
         "profile.base": r"read the profile section 'base' \(at a cell of nbs/stages/second.ipynb\), which its cache key does not cover: "
-                        r"declare it in rsi_repro.pipeline.STAGE_READS\['second'\] \(nbs/90_pipeline.ipynb\).sections",
+                        r"declare it in rsi_repro.pipeline.STAGE_READS\['second'\] \(nbs/90a_stage_keys.ipynb\).sections",
         "profile.section('base')": r"read the profile section 'base' \(at a cell of nbs/stages/second.ipynb\)",   # placed where section is called
         f"open({str(run_dir / 'first' / 'out.txt')!r}, 'a').write('y')": "stage 'second' opened .*first/out.txt for writing: a stage writes in its own folder only",
         "(Path(profile.root) / 'data' / 'extra.txt').read_text()": r"read data/extra.txt, which its cache key does not cover: it is not one of its data; declare it in .*\.data",
