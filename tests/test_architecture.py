@@ -194,3 +194,17 @@ def test_designs_module_map_is_drawn_from_the_code():
     assert "train_setup" in module_map.block()
     stale = module_map.current(design).replace(", train_setup", "")
     assert stale != module_map.block()
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines_and_each_notebook_opens_saying_what_it_is_for():
+    "One job per room: every exported module at most 500 lines; its notebook's first text is a title and what it is for."
+    import json
+    long = {m: n for m, f in modules(PACKAGE).items() if (n := len(f.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these along their seams (DESIGN.md): {long}"
+    for nb in sorted((ROOT / "nbs").glob("*.ipynb")):
+        text = [c for c in json.loads(nb.read_text())["cells"][:3] if c["cell_type"] == "markdown"]
+        lines = [l for l in "".join(text[0]["source"]).splitlines() if l.strip()] if text else []
+        assert len(lines) >= 2 and lines[0].startswith("# "), f"{nb.name}: open with a title and a sentence of what it is for"
