@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                   "summary")),
     ("models", ("bases", "generate", "tiny", "train_setup", "train_batches", "train_run", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),
-    ("stages", ("recipes", "read_stages", "eval_plan")),
+    ("stages", ("recipes", "read_stages", "eval_plan", "run_view")),
     ("runner", ("pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
 ]
 MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
