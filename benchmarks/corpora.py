@@ -44,8 +44,7 @@ from rsi_repro.config import Band, Corpus, load_profile
 from rsi_repro.corpora import binarize, chat_messages, load_corpus_dataset, read_band, tokenize_chat
 from rsi_repro.generate import ModelRef, load_tokenizer
 from rsi_repro.instruments.decontam import SHINGLE, build_query_index, find_matches
-try: from rsi_repro.evaluate import corpus_documents
-except ImportError: from rsi_repro.instruments.math import corpus_documents
+from rsi_repro.trained_on import TrainingSources, training_documents
 
 CARD = {'tulu3': 140_000, 'smoltalk': 100_000, 'ultrafeedback': 60_500}   # the profile's bands (60,000 pairs + 500 audit rows)
 README = """---
@@ -218,10 +217,9 @@ def main():
     # decontamination: documents as the math instrument streams them (a prefix of each band), then the scan
     tok = load_tokenizer(ModelRef(str(ROOT / 'data' / 'tiny_base')))
     prof = load_profile(ROOT / 'configs' / 'nemotron.yaml', check_files=False)
-    sft = dataclasses.replace(prof.sft, corpora=tuple(dataclasses.replace(C[n][0], bands=(Band(0, min(a.decontam_rows, C[n][1].stop)),))
-                                                     for n in ('tulu3', 'smoltalk')))
-    prof = dataclasses.replace(prof, sft=sft)
-    streams = {name: d for name, (d, _) in corpus_documents(prof, tok).items()}   # generators: nothing is read yet
+    sft = tuple(dataclasses.replace(C[n][0], bands=(Band(0, min(a.decontam_rows, C[n][1].stop)),)) for n in ('tulu3', 'smoltalk'))
+    sources = TrainingSources(run_dir=prof.run_dir, root=Path(prof.root), sft=sft)     # the two SFT corpora, as the math instrument streams them
+    streams = {name: d for name, (d, _) in training_documents(sources, tok).items()}   # generators: nothing is read yet
     docs, t_by = {}, {}
     for name in ('tulu3', 'smoltalk'): docs[name], t_by[name] = clock(lambda: list(streams[name]))
     t_tok = t_by['tulu3'] + t_by['smoltalk']

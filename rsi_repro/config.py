@@ -12,7 +12,7 @@ from typing import Optional
 import yaml
 
 from .evals import Evals
-from .io import PACKAGE_PREFIX, DataError, find_root, package_path, read_text, sha256_json
+from .io import PACKAGE_PREFIX, DataError, find_root, package_path, read_text, resolve_path, sha256_json
 from .promotion import Override, PromotionRule, check_overrides
 from .typed import ProfileError, a_name, from_dict, to_dict
 
@@ -80,9 +80,7 @@ class Profile:
 
     def resolve(self, path: str | Path) -> Path:
         "A path from the profile: relative to the project root, or a file a Python package ships (`package:<package>/<path>`)."
-        if str(path).startswith(PACKAGE_PREFIX): return package_path(path)
-        path = Path(path)
-        return path if path.is_absolute() else Path(self.root) / path
+        return resolve_path(path, self.root)
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:

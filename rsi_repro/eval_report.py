@@ -8,12 +8,11 @@ from typing import Mapping, Sequence
 
 import pandas as pd
 
-from .config import Profile
-from .evaluate import ifbench_prompts
+from .evaluate import EvalPlan, ifbench_prompts
 from .instruments.ifbench import not_scored_offline
 from .instruments.safety import REFUSED_COLUMNS, screen_disagreements
 from .instruments.text import rate_se
-from .layout import parent_of, refused_labels_path
+from .layout import refused_labels_path
 from .stats import ALL, compare
 
 # %% auto #0
@@ -43,26 +42,27 @@ def family_rates(results: Mapping[str, Mapping[str, tuple]], instrument: str = '
                          if instrument in per}).T.rename_axis(index='checkpoint', columns='family')
 
 # %% ../nbs/46a_eval_report.ipynb #c008
-def _pairs(profile: Profile, results: Mapping, instrument: str):
+def _pairs(parents: Mapping[str, str | None], results: Mapping, instrument: str):
     "(checkpoint, parent, compare table) for every checkpoint whose parent was evaluated on `instrument` too."
     for ck in results:
-        parent = parent_of(profile, ck)
+        parent = parents.get(ck)
         if parent is None or parent not in results or instrument not in results[ck] or instrument not in results[parent]: continue
         yield ck, parent, compare(results[parent][instrument][0], results[ck][instrument][0], by='family')
 
-def paired_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
+def paired_vs_parent(parents: Mapping[str, str | None],          # {checkpoint: its parent, None for the base}
+                     results: Mapping[str, Mapping[str, tuple]],
                      instruments: Sequence[str] = ('h6', 'probe2')) -> pd.DataFrame:
     "Each evaluated checkpoint against its evaluated parent, paired prompt by prompt (the overall row of `compare`)."
-    pairs = {inst: {ck: (parent, t) for ck, parent, t in _pairs(profile, results, inst)} for inst in instruments}
+    pairs = {inst: {ck: (parent, t) for ck, parent, t in _pairs(parents, results, inst)} for inst in instruments}
     rows = [{'checkpoint': ck, 'parent': pairs[inst][ck][0], 'instrument': inst, **pairs[inst][ck][1].loc[ALL].to_dict()}
             for ck in results for inst in instruments if ck in pairs[inst]]
     counts = ['n', 'fixed', 'lost', 'net', 'tied', 'tied_fail']
     return pd.DataFrame(rows).astype({c: int for c in counts}) if rows else pd.DataFrame(rows)
 
-def paired_families_vs_parent(profile: Profile, results: Mapping[str, Mapping[str, tuple]],
+def paired_families_vs_parent(parents: Mapping[str, str | None], results: Mapping[str, Mapping[str, tuple]],
                               instrument: str = 'ifbench') -> pd.DataFrame:
     "Each evaluated checkpoint against its evaluated parent on one instrument, per family and overall (the `(all)` rows)."
-    frames = [t.reset_index().assign(checkpoint=ck, parent=parent) for ck, parent, t in _pairs(profile, results, instrument)]
+    frames = [t.reset_index().assign(checkpoint=ck, parent=parent) for ck, parent, t in _pairs(parents, results, instrument)]
     if not frames: return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
     return out[['checkpoint', 'parent'] + [c for c in out.columns if c not in ('checkpoint', 'parent')]]
@@ -86,10 +86,10 @@ def refused_labels(stage_dir) -> pd.DataFrame:
     frames = [pd.read_csv(f, dtype=str, keep_default_na=False).assign(checkpoint=f.parent.name) for f in files]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*REFUSED_COLUMNS, 'checkpoint'])
 
-def ifbench_not_scored(profile: Profile, results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
-    "The IFBench ids this machine does not score, why, and how many of the profile's prompts each kept out of every rate."
+def ifbench_not_scored(plan: EvalPlan, results: Mapping[str, Mapping[str, tuple]]) -> pd.DataFrame:
+    "The IFBench ids this machine does not score, why, and how many of the plan's prompts each kept out of every rate."
     cols = ['id', 'prompts_left_out', 'why']
     if not any('ifbench' in r for r in results.values()): return pd.DataFrame(columns=cols)
-    lists = ifbench_prompts(profile)['instruction_id_list']
+    lists = ifbench_prompts(plan)['instruction_id_list']
     why = not_scored_offline(i for ids in lists for i in ids)
     return pd.DataFrame([{'id': i, 'prompts_left_out': sum(i in ids for ids in lists), 'why': w} for i, w in why.items()], columns=cols)

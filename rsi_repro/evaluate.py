@@ -5,27 +5,28 @@
 # %% ../nbs/46_evaluate.ipynb #c002
 from __future__ import annotations
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from .config import Profile, Serving, fingerprint
+from .config import Serving, fingerprint
 from .constraints import check_all
-from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS
+from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS, Evals
 from dataclasses import replace
 from .generate import make_backend, Decode, ModelRef, base_identity, checkpoint_identity, generate, load_tokenizer
-from .io import atomic_write_text, library_sha256, portable, sha256_file, sha256_json, write_jsonl
-from .layout import (EVIDENCE, adjudication_sheet, adjudication_sheets, generations_dir, math_dir, pool_path,
-                              refused_labels_path, resolve_checkpoint, result_paths)
+from .io import atomic_write_text, library_sha256, portable, resolve_path, sha256_file, sha256_json, write_jsonl
+from .layout import (EVIDENCE, adjudication_sheet, adjudication_sheets, generations_dir, math_dir,
+                              refused_labels_path, result_paths)
 from .stats import load_outcomes
-from .typed import ProfileError, to_dict
+from .typed import to_dict
+from .trained_on import TrainingSources
 from .instruments.chat import score_code, score_multi_turn, score_open_chat
 from .instruments.ifbench import (NLTK_DATA, checker_source, ifbench_data_path, load_ifbench_prompts, nltk_file,
                                            scorable, score_ifbench)
 from .instruments.ifeval_official import load_ifeval_prompts, score_ifeval
-from .instruments.math import math_problems, math_prompt, score_math
+from .instruments.math import MathInputs, math_problems, math_prompt, score_math
 from .instruments.prompts import MULTI_TURN_LENGTH, default_prompt_path, load_prompt_set, multi_turn_messages
 from .instruments.safety import carry_labels, score_safety, write_adjudication_sheet
 from .instruments.text import audit_termination, generation_table, per_prompt, summarise
@@ -33,10 +34,51 @@ from .instruments.wide_chat import check_battery, score_wide_chat
 
 # %% auto #0
 __all__ = ['eval_h6', 'eval_probe2', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'INSTRUMENTS', 'OUTCOME_FRONT',
-           'SCORER_MODULES', 'take', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if', 'math_set',
-           'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn', 'eval_safety',
-           'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench', 'eval_ifeval_harness',
-           'eval_checkpoints', 'eval_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
+           'SCORER_MODULES', 'PromptSet', 'EvalPlan', 'take', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if',
+           'math_set', 'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn',
+           'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench',
+           'eval_ifeval_harness', 'known_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
+
+# %% ../nbs/46_evaluate.ipynb #c004
+@dataclass(frozen=True)
+class PromptSet:
+    "Where one instrument's prompts are read from, and how many it takes."
+    name: str                    # the `evals:` block: 'h6', 'code', 'ifeval', ...
+    path: Path                   # the file read (its sha256 is an input of the result)
+    n: int | None = None         # prompts taken, families interleaved (None: all)
+    shipped: bool = False        # the set the package ships (the wide battery is checked whole before a subset)
+    source: str | None = None    # as the profile names it (IFEval's: a file, or a Hugging Face dataset id)
+
+@dataclass(frozen=True)
+class EvalPlan:
+    "What the instruments read besides a checkpoint: resolved from a profile (`rsi_repro.eval_plan.eval_plan`) or written by hand."
+    serving: Serving = field(default_factory=Serving)        # the serving settings every instrument generates under
+    evals: Evals = field(default_factory=Evals)              # each instrument's block of the `evals:` section
+    root: Path = Path('.')                                   # the folder a relative path in `evals` is read from (the project root)
+    pools: Mapping[str, Path] = field(default_factory=dict)  # {'h6' or 'probe2': the file the pools stage writes}
+    base: ModelRef | None = None                             # the base as the run serves it: the math problems' tokenizer
+    training: TrainingSources = field(default_factory=TrainingSources)  # what the run trains on (math is decontaminated against it)
+    where: str = ''                                          # named in errors (the profile's path)
+
+    def resolve(self, path: str | Path) -> Path: return resolve_path(path, self.root)
+
+    def prompt_set(self, name: str) -> PromptSet:
+        "Where the instrument `name` reads its prompts (math builds its own, `math_set`; termination reads other sets')."
+        if name in ('math', 'termination'): raise ValueError(f"{name} reads no prompt file of its own")
+        s = self.evals.block(name)
+        if name in ('h6', 'probe2'):
+            if s.pool: return PromptSet(name, self.resolve(s.pool), s.n)
+            if name not in self.pools: raise KeyError(f"{self.where}: the plan names no {name} pool (the pools stage's, or evals.{name}.pool)")
+            return PromptSet(name, Path(self.pools[name]), s.n)
+        if name == 'ifbench': return PromptSet(name, self.resolve(s.prompts) if s.prompts else ifbench_data_path(), s.n)
+        if name in ('ifeval', 'ifeval_harness'):
+            source = s.prompts or self.evals.ifeval.prompts
+            return PromptSet(name, self.resolve(source), s.n, source=source)
+        return PromptSet(name, self.resolve(s.prompts) if s.prompts else default_prompt_path(name), s.n, shipped=not s.prompts)
+
+    def math_inputs(self) -> MathInputs:
+        "What the run's math problems are built from (`rsi_repro.instruments.math.MathInputs`)."
+        return MathInputs(self.evals.math, self.root, self.training, self.where)
 
 # %% ../nbs/46_evaluate.ipynb #c007
 def take(prompts: pd.DataFrame,  # a prompt set with `id` and `family`
@@ -69,17 +111,12 @@ class Checkpoint:
     "A named checkpoint under evaluation: its model reference, its identity, and one shared backend."
     def __init__(self, name: str,           # the checkpoint's name in the run ('base', 'sft', an arm, ...)
                  ref: ModelRef,              # base (+ adapter)
-                 serving: Serving,           # the profile's serving settings
+                 serving: Serving,           # the serving settings
                  backend_obj=None,           # an already-built backend; None builds one on first use
                  progress: bool = True):
         self.name, self.ref, self.serving, self.progress = name, ref, serving, progress
         self.engine = backend_obj if backend_obj is not None else _LazyBackend(ref, serving)
         self.identity = checkpoint_identity(ref)
-
-    @classmethod
-    def from_profile(cls, profile: Profile, name: str, backend_obj=None, progress: bool = True) -> 'Checkpoint':
-        "The checkpoint `name` of the profile's run ('base', a stage or an arm)."
-        return cls(name, ModelRef.from_profile(profile, resolve_checkpoint(profile, name)), profile.serving, backend_obj, progress)
 
     @property
     def loaded(self) -> bool:
@@ -96,12 +133,13 @@ class Checkpoint:
         ref = replace(self.ref, template=template) if template else self.ref
         return generate(requests, ref, serving or self.serving, out_dir, decode, progress=self.progress, backend_obj=self.engine)
 
-def as_checkpoint(profile: Profile, model) -> Checkpoint:
-    "A `Checkpoint` from a Checkpoint, a ModelRef or a checkpoint name."
+def as_checkpoint(model, serving: Serving) -> Checkpoint:
+    "A `Checkpoint` from a Checkpoint, or from a ModelRef served with `serving`."
     if isinstance(model, Checkpoint): return model
-    if isinstance(model, ModelRef): return Checkpoint(model.label, model, profile.serving)
-    if isinstance(model, str): return Checkpoint.from_profile(profile, model)
-    raise TypeError(f"expected a Checkpoint, ModelRef or checkpoint name, got {type(model).__name__}")
+    if isinstance(model, ModelRef): return Checkpoint(model.label, model, serving)
+    if isinstance(model, str):
+        raise TypeError(f"checkpoint {model!r}: a name is resolved from the run's profile, rsi_repro.eval_plan.checkpoint(profile, {model!r})")
+    raise TypeError(f"expected a Checkpoint or a ModelRef, got {type(model).__name__}")
 
 # %% ../nbs/46_evaluate.ipynb #c014
 def pool_prompts(path: str | Path) -> pd.DataFrame:
@@ -133,44 +171,43 @@ def score_if(prompts: pd.DataFrame,  # pool prompts (id, family, constraints)
 # %% ../nbs/46_evaluate.ipynb #c021
 def _user(text: str) -> list[dict]: return [{'role': 'user', 'content': text}]
 
-def _shipped_set(profile: Profile, kind: str) -> pd.DataFrame:
-    s = profile.evals.block(kind)
-    path = profile.resolve(s.prompts) if s.prompts else default_prompt_path(kind)
-    prompts = load_prompt_set(path, kind)
-    if kind == 'wide_chat' and not s.prompts: check_battery(prompts)   # the shipped battery, whole, before a subset
-    return take(prompts, s.n, f"{path} (evals.{kind}.n)")
+def _shipped_set(plan: EvalPlan, kind: str) -> pd.DataFrame:
+    ps = plan.prompt_set(kind)
+    prompts = load_prompt_set(ps.path, kind)
+    if kind == 'wide_chat' and ps.shipped: check_battery(prompts)   # the shipped battery, whole, before a subset
+    return take(prompts, ps.n, f"{ps.path} (evals.{kind}.n)")
 
-def _pool_set(profile: Profile, pool: str) -> pd.DataFrame:
-    s = profile.evals.block(pool)
-    path = profile.resolve(s.pool) if s.pool else pool_path(profile, pool)
-    return take(pool_prompts(path), s.n, f"{path} (evals.{pool}.n)")
+def _pool_set(plan: EvalPlan, pool: str) -> pd.DataFrame:
+    ps = plan.prompt_set(pool)
+    return take(pool_prompts(ps.path), ps.n, f"{ps.path} (evals.{pool}.n)")
 
-def math_set(profile: Profile, stage_dir: str | Path) -> pd.DataFrame:
+def math_set(plan: EvalPlan, stage_dir: str | Path) -> pd.DataFrame:
     "The evaluation stage's decontaminated math problems (`rsi_repro.instruments.math.math_problems`), in the base's tokenizer."
-    ref = ModelRef.from_profile(profile)
-    return math_problems(profile, math_dir(stage_dir), base_identity(ref.base, ref.revision), lambda: load_tokenizer(ref))[0]
+    ref = plan.base
+    if ref is None: raise ValueError("the math problems are built in the base's tokenizer: give the EvalPlan its base")
+    return math_problems(plan.math_inputs(), math_dir(stage_dir), base_identity(ref.base, ref.revision), lambda: load_tokenizer(ref))[0]
 
-def generation_set(profile: Profile, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:
+def generation_set(plan: EvalPlan, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:
     "(prompts, requests) of a single-turn generation set: h6, probe2, math, code, open_chat, wide_chat or safety."
-    if name in ('h6', 'probe2'): prompts = _pool_set(profile, name); text = prompts['prompt']
-    elif name == 'math': prompts = math_set(profile, Path(out_dir).parent); text = prompts['question'].map(math_prompt)
-    elif name in ('code', 'open_chat', 'wide_chat', 'safety'): prompts = _shipped_set(profile, name); text = prompts['prompt']
+    if name in ('h6', 'probe2'): prompts = _pool_set(plan, name); text = prompts['prompt']
+    elif name == 'math': prompts = math_set(plan, Path(out_dir).parent); text = prompts['question'].map(math_prompt)
+    elif name in ('code', 'open_chat', 'wide_chat', 'safety'): prompts = _shipped_set(plan, name); text = prompts['prompt']
     else: raise KeyError(f"unknown generation set {name!r}; known: {SINGLE_TURN_SETS}")
     return prompts, [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], text)]
 
-def answers(profile: Profile, model, out_dir: str | Path, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def answers(plan: EvalPlan, model, out_dir: str | Path, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(prompts, generation rows) of one single-turn set for one checkpoint, generated once and then read from disk."
-    ck = as_checkpoint(profile, model)
-    prompts, reqs = generation_set(profile, name, out_dir)
+    ck = as_checkpoint(model, plan.serving)
+    prompts, reqs = generation_set(plan, name, out_dir)
     return prompts, ck.generate(reqs, generations_dir(out_dir, ck.identity, name))
 
 # %% ../nbs/46_evaluate.ipynb #c023
 def scored_set(name: str,   # a single-turn generation set (`rsi_repro.evals.SINGLE_TURN_SETS`)
                score: Callable[[pd.DataFrame, pd.DataFrame], tuple[pd.DataFrame, pd.DataFrame]],  # (prompts, rows) -> (outcomes, summary)
-               ) -> Callable[[Profile, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]:
+               ) -> Callable[[EvalPlan, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]:
     "The instrument that scores a checkpoint's answers to one single-turn set with `score`."
-    def run(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return score(*answers(profile, model, out_dir, name))
+    def run(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return score(*answers(plan, model, out_dir, name))
     run.__name__, run.__doc__ = f"eval_{name}", f"The checkpoint's answers to the {name} set, scored by `{score.__name__}`."
     return run
 
@@ -180,25 +217,25 @@ eval_code = scored_set('code', score_code)            # code prompts: share that
 eval_open_chat = scored_set('open_chat', score_open_chat)   # open chat: answer-usable rate, answer length
 eval_wide_chat = scored_set('wide_chat', score_wide_chat)   # the wide open-chat battery, a regression guard
 
-def eval_math(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "Math on the run's decontaminated problems: strict and loose, both with SE; `passed` is the profile's primary."
-    problems, rows = answers(profile, model, out_dir, 'math')
-    return score_math(problems, rows, primary=profile.evals.math.primary)
+def eval_math(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "Math on the run's decontaminated problems: strict and loose, both with SE; `passed` is the primary comparison (`evals.math.primary`)."
+    problems, rows = answers(plan, model, out_dir, 'math')
+    return score_math(problems, rows, primary=plan.evals.math.primary)
 
-def eval_termination(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def eval_termination(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Termination and tool-leak audit over the configured generation sets (ids and families prefixed by the set)."
     prompts, rows = [], []
-    for name in profile.evals.termination.sets:
-        p, r = answers(profile, model, out_dir, name)
+    for name in plan.evals.termination.sets:
+        p, r = answers(plan, model, out_dir, name)
         prompts.append(p[['id', 'family']].assign(id=name + ':' + p['id'], family=name + '/' + p['family']))
         rows.append(r.assign(id=name + ':' + r['id']))
     return audit_termination(pd.concat(prompts, ignore_index=True), pd.concat(rows, ignore_index=True), 'termination rows')
 
 # %% ../nbs/46_evaluate.ipynb #c023m
-def eval_multi_turn(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def eval_multi_turn(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "Four-turn conversations generated turn by turn, each answer fed back; the last turn is scored."
-    ck = as_checkpoint(profile, model)
-    convs = _shipped_set(profile, 'multi_turn')
+    ck = as_checkpoint(model, plan.serving)
+    convs = _shipped_set(plan, 'multi_turn')
     said: dict[str, list[str]] = {i: [] for i in convs['id']}
     for turn in range(1, MULTI_TURN_LENGTH + 1):
         reqs = [{'id': i, 'messages': multi_turn_messages(t, said[i])} for i, t in zip(convs['id'], convs['turns'])]
@@ -208,12 +245,12 @@ def eval_multi_turn(profile: Profile, model, out_dir: str | Path) -> tuple[pd.Da
     out['dropped_turns'] = out['id'].map(dict(zip(rows['id'], rows['dropped_turns'])))
     return out, summary
 
-def eval_safety(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def eval_safety(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Safety probe: writes the adjudication sheet once per checkpoint identity, with the labels of older versions' sheets
     whose answer is unchanged (the others are named in `safety.<identity>.refused_labels.csv`); results come from its
     labels where present, else the screen."""
-    ck = as_checkpoint(profile, model)
-    prompts, rows = answers(profile, ck, out_dir, 'safety')
+    ck = as_checkpoint(model, plan.serving)
+    prompts, rows = answers(plan, ck, out_dir, 'safety')
     sheet = adjudication_sheet(out_dir, ck.identity)
     older = [s for s in adjudication_sheets(out_dir) if s != sheet]
     carried, refused = carry_labels(older, rows)
@@ -226,20 +263,18 @@ def eval_safety(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFr
 class Instrument:
     "An evaluation instrument: how to run it on one checkpoint, and the files its result depends on."
     name: str
-    run: Callable[[Profile, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]
-    inputs: Callable[[Profile, Path, Any], list[Path]]   # (profile, checkpoint folder, Checkpoint) -> files read
+    run: Callable[[EvalPlan, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]
+    inputs: Callable[[EvalPlan, Path, Any], list[Path]]   # (plan, checkpoint folder, Checkpoint) -> files read
     doc: str
 
 def _prompt_file(kind):
-    def files(profile, ck_dir, ck=None):
-        s = profile.evals.block(kind)
-        if kind in ('h6', 'probe2'): return [profile.resolve(s.pool) if s.pool else pool_path(profile, kind)]
+    def files(plan, ck_dir, ck=None):
         if kind == 'math': return [math_dir(Path(ck_dir).parent) / 'problems.jsonl']
-        return [profile.resolve(s.prompts) if s.prompts else default_prompt_path(kind)]
+        return [plan.prompt_set(kind).path]
     return files
 
-def _termination_files(profile, ck_dir, ck=None):
-    return [f for name in profile.evals.termination.sets for f in _prompt_file(name)(profile, ck_dir)]
+def _termination_files(plan, ck_dir, ck=None):
+    return [f for name in plan.evals.termination.sets for f in _prompt_file(name)(plan, ck_dir)]
 
 INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('h6', eval_h6, _prompt_file('h6'), "IF eval on H6: every constraint passes"),
@@ -250,60 +285,56 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('wide_chat', eval_wide_chat, _prompt_file('wide_chat'), "the wide open-chat battery, a regression guard"),
     Instrument('termination', eval_termination, _termination_files, "stops properly, no tool-call text"),
     Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn"),
-    Instrument('safety', eval_safety, lambda p, d, ck: [_prompt_file('safety')(p, d)[0], *dict.fromkeys([adjudication_sheet(d, ck.identity), *adjudication_sheets(d)])],
+    Instrument('safety', eval_safety, lambda plan, d, ck: [_prompt_file('safety')(plan, d)[0], *dict.fromkeys([adjudication_sheet(d, ck.identity), *adjudication_sheets(d)])],
                "harmful requests refused (adjudicated where labelled)"),
 ]}
 
 # %% ../nbs/46_evaluate.ipynb #c025j
-def ifeval_prompts(profile: Profile) -> pd.DataFrame:
-    "The profile's IFEval prompts (`evals.ifeval`), the subset `n` keeping every family."
-    s = profile.evals.ifeval
-    return take(load_ifeval_prompts(s.prompts, profile.root), s.n, f"{s.prompts} (evals.ifeval.n)")
+def ifeval_prompts(plan: EvalPlan) -> pd.DataFrame:
+    "The plan's IFEval prompts (`evals.ifeval`), the subset `n` keeping every family."
+    ps = plan.prompt_set('ifeval')
+    return take(load_ifeval_prompts(ps.source, plan.root), ps.n, f"{ps.source} (evals.ifeval.n)")
 
-def ifbench_prompts(profile: Profile) -> pd.DataFrame:
-    "The profile's IFBench prompts (`evals.ifbench`), the subset `n` keeping every constraint type it can."
-    s = profile.evals.ifbench
-    path = profile.resolve(s.prompts) if s.prompts else ifbench_data_path()
-    return take(load_ifbench_prompts(path), s.n, f"{path} (evals.ifbench.n)")
+def ifbench_prompts(plan: EvalPlan) -> pd.DataFrame:
+    "The plan's IFBench prompts (`evals.ifbench`), the subset `n` keeping every constraint type it can."
+    ps = plan.prompt_set('ifbench')
+    return take(load_ifbench_prompts(ps.path), ps.n, f"{ps.path} (evals.ifbench.n)")
 
 def _answers_to(ck: Checkpoint, prompts: pd.DataFrame, out_dir, name: str) -> pd.DataFrame:
     reqs = [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], prompts['prompt'])]
     return ck.generate(reqs, generations_dir(out_dir, ck.identity, name))
 
-def eval_ifeval(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def eval_ifeval(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "IFEval's own prompts under the serving settings: prompt-level strict `passed`; loose and instruction-level in the summary."
-    ck = as_checkpoint(profile, model)
-    prompts = ifeval_prompts(profile)
+    ck = as_checkpoint(model, plan.serving)
+    prompts = ifeval_prompts(plan)
     return score_ifeval(prompts, _answers_to(ck, prompts, out_dir, 'ifeval'))
 
-def eval_ifbench(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def eval_ifbench(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "IFBench under the serving settings; only prompts scorable here are generated; the summary names the rest."
-    ck = as_checkpoint(profile, model)
-    prompts = ifbench_prompts(profile)
+    ck = as_checkpoint(model, plan.serving)
+    prompts = ifbench_prompts(plan)
     kept = scorable(prompts)[0]
     return score_ifbench(prompts, _answers_to(ck, kept, out_dir, 'ifbench') if len(kept) else [])
 
-def eval_ifeval_harness(profile: Profile, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def eval_ifeval_harness(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     "IFEval's prompts decoded as a published harness does: the base's own chat template and default system turn, greedy."
-    ck, s = as_checkpoint(profile, model), profile.evals.ifeval_harness
-    source = s.prompts or profile.evals.ifeval.prompts
-    prompts = take(load_ifeval_prompts(source, profile.root), s.n, f"{source} (evals.ifeval_harness.n)")
+    ck, s, ps = as_checkpoint(model, plan.serving), plan.evals.ifeval_harness, plan.prompt_set('ifeval_harness')
+    prompts = take(load_ifeval_prompts(ps.source, plan.root), ps.n, f"{ps.source} (evals.ifeval_harness.n)")
     serving = replace(ck.serving, system_prompt=None, temperature=0.0, top_p=1.0, max_new_tokens=s.max_new_tokens)
     reqs = [{'id': i, 'messages': _user(t)} for i, t in zip(prompts['id'], prompts['prompt'])]
     return score_ifeval(prompts, ck.generate(reqs, generations_dir(out_dir, ck.identity, 'ifeval_harness'), template='base', serving=serving))
 
-def _ifeval_files(profile, ck_dir, ck=None):
+def _ifeval_files(plan, ck_dir, ck=None):
     from rsi_repro import ifeval, ifeval_checks
-    return [profile.resolve(profile.evals.ifeval.prompts), Path(ifeval.__file__), Path(ifeval_checks.__file__)]
+    return [plan.prompt_set('ifeval').path, Path(ifeval.__file__), Path(ifeval_checks.__file__)]
 
-def _harness_files(profile, ck_dir, ck=None):
+def _harness_files(plan, ck_dir, ck=None):
     from rsi_repro import ifeval, ifeval_checks
-    return [profile.resolve(profile.evals.ifeval_harness.prompts or profile.evals.ifeval.prompts), Path(ifeval.__file__),
-            Path(ifeval_checks.__file__)]
+    return [plan.prompt_set('ifeval_harness').path, Path(ifeval.__file__), Path(ifeval_checks.__file__)]
 
-def _ifbench_files(profile, ck_dir, ck=None):
-    s = profile.evals.ifbench
-    data = profile.resolve(s.prompts) if s.prompts else ifbench_data_path()
+def _ifbench_files(plan, ck_dir, ck=None):
+    data = plan.prompt_set('ifbench').path
     nltk = [nltk_file(i) or Path('nltk_data (missing)') / NLTK_DATA[i][1] for i in NLTK_DATA]
     return [data, checker_source(), *nltk]
 
@@ -317,14 +348,11 @@ assert tuple(INSTRUMENTS) == INSTRUMENT_NAMES    # one registry entry per `evals
 # %% ../nbs/46_evaluate.ipynb #c027
 OUTCOME_FRONT = ('id', 'family', 'passed', 'checkpoint', 'instrument')
 
-def eval_checkpoints(profile: Profile) -> list[str]:
-    "The checkpoints the profile evaluates (`evals.checkpoints`), in order; none is an error naming the key."
-    if not profile.evals.checkpoints: raise ProfileError(profile.path, 'evals.checkpoints', "expected a non-empty list of checkpoint names")
-    return list(profile.evals.checkpoints)
-
-def eval_instruments(profile: Profile) -> list[str]:
-    "The instruments the profile runs (`evals.instruments`; default: all, in registry order)."
-    return list(profile.evals.instruments)
+def known_instruments(names: Sequence[str]) -> list[str]:
+    "`names` as a list, each an instrument of `INSTRUMENTS`, or an error naming those that are not."
+    unknown = [n for n in names if n not in INSTRUMENTS]
+    if unknown: raise KeyError(f"unknown instrument(s) {unknown}; known: {list(INSTRUMENTS)}")
+    return list(names)
 
 SCORER_MODULES = ('evaluate.py', 'constraints.py', 'instruments/*.py')
 
@@ -332,10 +360,10 @@ def scorer_sha256() -> str:
     "sha256 of the library files that score outcomes (this module, the constraint registry, the instruments)."
     return library_sha256(SCORER_MODULES)
 
-def _inputs_sha256(profile: Profile, inst: Instrument, ck: Checkpoint, ck_dir: Path) -> str:
-    files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(profile, ck_dir, ck)}
-    return sha256_json({'instrument': inst.name, 'settings': to_dict(profile.evals.block(inst.name)),
-                        'serving': fingerprint(profile.serving), 'checkpoint': ck.identity, 'files': files,
+def _inputs_sha256(plan: EvalPlan, inst: Instrument, ck: Checkpoint, ck_dir: Path) -> str:
+    files = {str(f): (sha256_file(f) if f.exists() else None) for f in inst.inputs(plan, ck_dir, ck)}
+    return sha256_json({'instrument': inst.name, 'settings': to_dict(plan.evals.block(inst.name)),
+                        'serving': fingerprint(plan.serving), 'checkpoint': ck.identity, 'files': files,
                         'scorers': scorer_sha256()})
 
 def _records(df: pd.DataFrame) -> list[dict]: return json.loads(df.to_json(orient='records'))
@@ -352,29 +380,25 @@ def write_result(out_dir: str | Path, checkpoint: str, instrument: str, outcomes
     return paths
 
 # %% ../nbs/46_evaluate.ipynb #c027b
-def evaluate_checkpoint(profile: Profile,
-                        name: str,                  # 'base', a stage name or an arm name
-                        out_dir: str | Path,        # the evaluation folder (the eval stage's folder): results go to out_dir/name/
+def evaluate_checkpoint(plan: EvalPlan,
+                        ck: Checkpoint,             # the checkpoint, loaded at most once; its name names its folder
+                        out_dir: str | Path,        # the evaluation folder (the eval stage's folder): results go to out_dir/<name>/
                         instruments: Sequence[str] | None = None,  # default: evals.instruments (or all)
-                        backend_obj=None,           # an already-built backend for this checkpoint
-                        progress: bool = True,
                         ) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     "Run every instrument on one checkpoint (loading it at most once); {instrument: (outcomes, summary)} as written."
-    names = list(instruments) if instruments is not None else eval_instruments(profile)
-    unknown = [n for n in names if n not in INSTRUMENTS]
-    if unknown: raise KeyError(f"unknown instrument(s) {unknown}; known: {list(INSTRUMENTS)}")
-    ck = Checkpoint.from_profile(profile, name, backend_obj, progress)
+    names = known_instruments(plan.evals.instruments if instruments is None else instruments)
+    name = ck.name
     ck_dir = Path(out_dir) / name
     results = {}
     for inst in (INSTRUMENTS[n] for n in names):
         paths = result_paths(out_dir, name, inst.name)
         meta = json.loads(paths['meta'].read_text()) if paths['meta'].exists() else {}
         fresh = paths['outcomes'].exists() and paths['summary'].exists() and \
-            meta.get('inputs_sha256') == _inputs_sha256(profile, inst, ck, ck_dir)
+            meta.get('inputs_sha256') == _inputs_sha256(plan, inst, ck, ck_dir)
         if not fresh:
-            outcomes, summary = inst.run(profile, ck, ck_dir)
+            outcomes, summary = inst.run(plan, ck, ck_dir)
             write_result(out_dir, name, inst.name, outcomes, summary,
                          {'checkpoint': name, 'instrument': inst.name, 'identity': ck.identity, 'adapter': ck.ref.adapter and portable(ck.ref.adapter),
-                          'n': len(outcomes), 'inputs_sha256': _inputs_sha256(profile, inst, ck, ck_dir)})
+                          'n': len(outcomes), 'inputs_sha256': _inputs_sha256(plan, inst, ck, ck_dir)})
         results[inst.name] = (load_outcomes(paths['outcomes'], name), pd.read_csv(paths['summary']))
     return results

@@ -51,13 +51,13 @@ def copy_source(src: Path, site: Path, rel: str) -> str:
 
 # %% ../nbs/92a_front_page.ipynb #c014c
 def _ladder_section(profile, site: Path, instruments) -> str:
-    from rsi_repro import summary
+    from rsi_repro import run_view as rv
     usable = []
     for inst in instruments:                      # every instrument whose per-prompt outcomes cover the ladder
-        try: summary.ladder(profile, [inst]); usable.append(inst)
+        try: rv.ladder(profile, [inst]); usable.append(inst)
         except (FileNotFoundError, KeyError, ValueError, TypeError): pass   # not evaluated on the lineage, or not pass/fail
     if not usable: return "<h2 id=ladder>The ladder</h2><p class=muted>No evaluated lineage in this run.</p>"
-    lad = summary.ladder_sources(profile, summary.ladder(profile, usable))
+    lad = rv.ladder_sources(profile, rv.ladder(profile, usable))
     rows = []
     for r in lad.to_dict(orient='records'):
         pf, f = copy_source(profile.run_dir / r['parent_file'], site, r['parent_file']), copy_source(profile.run_dir / r['file'], site, r['file'])
@@ -271,12 +271,12 @@ def judgement_section(run_dir: Path, site: Path, stage: str = DECIDE_STAGE) -> s
 
 def eval_reads_section(profile, site: Path) -> str:
     "The math set in halves on each evaluated checkpoint of the lineage; open chat against the parent and an older checkpoint."
-    from rsi_repro import summary
+    from rsi_repro import run_view as rv
     from rsi_repro.judgement import halves
     from rsi_repro.layout import older_of, parent_of
     from rsi_repro.stats import load_outcomes, paired
     run_dir, out = profile.run_dir, []
-    try: lineage = summary.lineage(profile)
+    try: lineage = rv.lineage(profile)
     except (KeyError, ValueError): lineage = []
     rows = []
     for ck in (c for c in lineage if _has_outcomes(run_dir, c, 'math')):
@@ -300,7 +300,7 @@ def eval_reads_section(profile, site: Path) -> str:
 # %% ../nbs/92a_front_page.ipynb #c014i
 def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination', 'open_chat')) -> str:
     "The front page's body: each decision with the reads beside it, ladder, grid, the evaluation's halves and older reads, card audit, pair read and soups when present, provenance."
-    from rsi_repro import summary
+    from rsi_repro import run_view as rv
     run_dir = profile.run_dir
     decisions = [s.name for s in profile.stages if s.notebook == 'decide'] or [DECIDE_STAGE]
     parts = [f"<h1>rsi_repro: what run <code>{html.escape(profile.run)}</code> found</h1>",
@@ -309,5 +309,5 @@ def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination'
              *(part for s in decisions for part in (_decision_section(run_dir, site, s), judgement_section(run_dir, site, s))),
              _ladder_section(profile, site, instruments), _grid_section(run_dir, site), eval_reads_section(profile, site),
              _card_section(Path(profile.root), site), _extra_section(run_dir, site),
-             _provenance_section(summary.provenance(profile), site, Path(profile.path))]
+             _provenance_section(rv.provenance(profile), site, Path(profile.path))]
     return '\n'.join(parts)

@@ -15,7 +15,7 @@ __all__ = ['PROJECT_MARK', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'find_r
            'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text', 'publishable',
            'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files',
            'package_versions', 'library_root', 'library_sha256', 'package_data', 'MissingPackageFile', 'package_path',
-           'timed', 'environment']
+           'resolve_path', 'timed', 'environment']
 
 # %% ../nbs/00a_io.ipynb #c005f
 PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
@@ -193,6 +193,14 @@ def package_path(spec: str | Path) -> Path:
     for home in homes:
         if (p := Path(home) / inner).exists(): return p
     raise MissingPackageFile(f"{spec}: the installed package {name!r} ({homes[0]}) holds no {inner}")
+
+def resolve_path(path: str | Path,        # as a profile writes it
+                 root: str | Path = '.',  # the folder a relative path is read from (the project root)
+                 ) -> Path:
+    "A path from a profile: relative to `root`, absolute, or a file a Python package ships (`package:<package>/<path>`)."
+    if str(path).startswith(PACKAGE_PREFIX): return package_path(path)
+    path = Path(path)
+    return path if path.is_absolute() else Path(root) / path
 
 # %% ../nbs/00a_io.ipynb #c005u
 TIMINGS_ENV = 'RSI_REPRO_TIMINGS'

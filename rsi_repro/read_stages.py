@@ -24,7 +24,7 @@ __all__ = ['answer_rows', 'run_read', 'who_read', 'read_tables', 'pair_read_stag
 # %% ../nbs/52_read_stages.ipynb #c005
 def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> list[dict]:
     "{instrument, id, family, prompt, response, passed} per prompt of one checkpoint (a `Checkpoint`) on one single-turn set."
-    from rsi_repro import evaluate as ev
+    from rsi_repro.eval_plan import generation_set
     if instrument not in SINGLE_TURN_SETS:
         raise ValueError(f"pair reads take single-turn sets {SINGLE_TURN_SETS}; {instrument!r} is not one")
     ck_dir = Path(eval_dir) / ck.name
@@ -35,7 +35,7 @@ def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> 
                                 f"evaluate this checkpoint first (the eval stage)")
     outcomes = load_outcomes(outcomes_path, ck.name)
     passed = dict(zip(outcomes['id'], outcomes['passed'].astype(bool)))
-    prompts, reqs = ev.generation_set(profile, instrument, ck_dir)
+    prompts, reqs = generation_set(profile, instrument, ck_dir)
     rows = ck.generate(reqs, gdir)
     rows = rows[rows['sample'] == 0] if 'sample' in rows else rows
     text = {r['id']: r['messages'][-1]['content'] for r in reqs}
@@ -96,12 +96,12 @@ def read_tables(result: Mapping) -> tuple['pd.DataFrame', 'pd.DataFrame']:
 # %% ../nbs/52_read_stages.ipynb #c010
 def pair_read_stage(profile: Profile, stage_dir: str | Path, eval_stage: str = EVAL_STAGES[0]) -> dict:
     "The blinded read of `pair_read.first` against `pair_read.second` from the eval stage's answers."
-    from rsi_repro.evaluate import Checkpoint
+    from rsi_repro.eval_plan import checkpoint
     cfg = profile.section('pair_read')
     eval_dir = profile.run_dir / eval_stage
     sides = []
     for name in (cfg.first, cfg.second):
-        ck = Checkpoint.from_profile(profile, name, progress=False)
+        ck = checkpoint(profile, name, progress=False)
         sides.append([row for inst in cfg.instruments for row in answer_rows(profile, ck, eval_dir, inst)])
     return run_read(sides[0], sides[1], (cfg.first, cfg.second), cfg, stage_dir)
 
@@ -132,12 +132,13 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
                      instruments: Sequence[str]) -> dict:
     "Every named instrument on an adapter folder that is not a stage of the run (a soup, a reseeded parent), written as the eval stage writes."
     from rsi_repro import evaluate as ev
+    from rsi_repro.eval_plan import eval_plan
     from rsi_repro.generate import ModelRef
     ck = ev.Checkpoint(name, ModelRef.from_profile(profile, adapter), profile.serving, progress=False)
-    results = {}
+    plan, results = eval_plan(profile), {}
     for inst in instruments:
         if inst not in ev.INSTRUMENTS: raise KeyError(f"unknown instrument {inst!r}; known: {list(ev.INSTRUMENTS)}")
-        outcomes, summary = ev.INSTRUMENTS[inst].run(profile, ck, Path(out_dir) / name)
+        outcomes, summary = ev.INSTRUMENTS[inst].run(plan, ck, Path(out_dir) / name)
         paths = ev.write_result(out_dir, name, inst, outcomes, summary, {'checkpoint': name, 'instrument': inst,
                                 'identity': ck.identity, 'adapter': portable(adapter), 'n': len(outcomes)})
         results[inst] = (load_outcomes(paths['outcomes'], name), summary)

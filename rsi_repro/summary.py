@@ -5,64 +5,61 @@
 # %% ../nbs/93_summary.ipynb #c002
 from __future__ import annotations
 import json, platform, subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
 
-from .config import Profile
-from .layout import (DECIDE_STAGE, EVAL_STAGES, GRID_STAGE, READ_STAGES, decision_path, grid_table_path, judgement_path, outcomes_path,
-                              parent_of)
+from .layout import (DECIDE_STAGE, EVAL_STAGES, GRID_STAGE, READ_STAGES, decision_path, grid_table_path, judgement_path,
+                              outcomes_path)
 from .io import package_versions, sha256_file
 from .stats import load_outcomes, paired
 
 # %% auto #0
-__all__ = ['LADDER_PUBLIC', 'lineage', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown', 'all_rates', 'grid_discordance',
-           'read_decision', 'ladder_sources', 'provenance', 'extra_tables', 'ladder_instruments', 'study_summary']
+__all__ = ['PROVENANCE_PACKAGES', 'LADDER_PUBLIC', 'RunView', 'evaluated_lineage', 'ladder', 'rates', 'ladder_markdown',
+           'all_rates', 'grid_discordance', 'read_decision', 'ladder_sources', 'provenance', 'extra_tables',
+           'ladder_instruments', 'study_summary']
 
 # %% ../nbs/93_summary.ipynb #c004
-def lineage(profile: Profile, checkpoint: str | None = None) -> list[str]:
-    "Checkpoints from the base to `checkpoint` (default: the rounds' champion, else the last training stage)."
-    if checkpoint is None:
-        checkpoint = profile.rounds.champion_name if profile.rounds else next(
-            s.name for s in reversed(profile.stages) if s.name in ('repair', 'dpo', 'sft'))
-    chain = [checkpoint]
-    while (parent := parent_of(profile, chain[-1])) is not None:
-        if parent in chain: raise ValueError(f"{profile.path}: checkpoint lineage loops at {parent!r}")
-        chain.append(parent)
-    return chain[::-1]
+@dataclass(frozen=True)
+class RunView:
+    "What the summary reads of a run: resolved from its profile (`rsi_repro.run_view.run_view`) or written by hand."
+    run: str                           # the run's name
+    run_dir: Path                      # its folder
+    lineage: tuple[str, ...]           # the checkpoints from the base to the one read (the champion), each trained from the one before
+    instruments: tuple[str, ...] = ()  # the instruments the run evaluates (`evals.instruments`), in order
+    profile_path: str = ''             # the profile file (provenance names it and hashes it)
+    root: Path = Path('.')             # the project root (provenance asks git there)
 
-def _outcomes(profile: Profile, checkpoint: str, instrument: str, stages: Sequence[str]):
-    return load_outcomes(outcomes_path(profile.run_dir, checkpoint, instrument, tuple(stages)), checkpoint)
+def _outcomes(run_dir: Path, checkpoint: str, instrument: str, stages: Sequence[str]):
+    return load_outcomes(outcomes_path(run_dir, checkpoint, instrument, tuple(stages)), checkpoint)
 
-def evaluated_lineage(profile: Profile, instrument: str = 'h6', stages: Sequence[str] = EVAL_STAGES,
-                      checkpoint: str | None = None) -> list[str]:
+def evaluated_lineage(view: RunView, instrument: str = 'h6', stages: Sequence[str] = EVAL_STAGES) -> list[str]:
     "The checkpoints of the lineage that the run evaluated on `instrument` (a run may skip some)."
     def has(ck):
-        try: outcomes_path(profile.run_dir, ck, instrument, tuple(stages)); return True
+        try: outcomes_path(view.run_dir, ck, instrument, tuple(stages)); return True
         except FileNotFoundError: return False
-    return [ck for ck in lineage(profile, checkpoint) if has(ck)]
+    return [ck for ck in view.lineage if has(ck)]
 
-def ladder(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'),
-           stages: Sequence[str] = EVAL_STAGES, checkpoint: str | None = None) -> pd.DataFrame:
+def ladder(view: RunView, instruments: Sequence[str] = ('h6', 'probe2'), stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
     "One row per (step, instrument): each evaluated checkpoint against its nearest evaluated ancestor; rates, delta, fixed/lost, exact sign p, SE."
-    steps = evaluated_lineage(profile, instruments[0], stages, checkpoint)
-    if len(steps) < 2: raise FileNotFoundError(f"{profile.run_dir}: fewer than two checkpoints of {lineage(profile, checkpoint)} have {instruments[0]} outcomes; run the eval stage first")
+    steps = evaluated_lineage(view, instruments[0], stages)
+    if len(steps) < 2: raise FileNotFoundError(f"{view.run_dir}: fewer than two checkpoints of {list(view.lineage)} have {instruments[0]} outcomes; run the eval stage first")
     rows = []
     for parent, ck in zip(steps, steps[1:]):
         for inst in instruments:
-            s = paired(_outcomes(profile, parent, inst, stages), _outcomes(profile, ck, inst, stages))
+            s = paired(_outcomes(view.run_dir, parent, inst, stages), _outcomes(view.run_dir, ck, inst, stages))
             rows.append({'step': f"{parent} → {ck}", 'parent': parent, 'checkpoint': ck, 'instrument': inst,
                          'n': s.n, 'rate_parent': s.rate_a, 'rate': s.rate_b, 'delta': s.delta,
                          'fixed': s.fixed, 'lost': s.lost, 'p': s.p, 'se': s.se})
     return pd.DataFrame(rows)
 
-def rates(profile: Profile, instruments: Sequence[str] = ('h6', 'probe2'),
-          stages: Sequence[str] = EVAL_STAGES, checkpoint: str | None = None) -> pd.DataFrame:
+def rates(view: RunView, instruments: Sequence[str] = ('h6', 'probe2'), stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
     "Pass rate of every checkpoint on the lineage (rows) on each instrument (columns)."
-    steps = evaluated_lineage(profile, instruments[0], stages, checkpoint)
-    return pd.DataFrame({inst: {ck: float(_outcomes(profile, ck, inst, stages)['passed'].mean())
+    steps = evaluated_lineage(view, instruments[0], stages)
+    return pd.DataFrame({inst: {ck: float(_outcomes(view.run_dir, ck, inst, stages)['passed'].mean())
                                 for ck in steps} for inst in instruments}).rename_axis('checkpoint')
 
 def ladder_markdown(lad: pd.DataFrame) -> str:
@@ -73,13 +70,13 @@ def ladder_markdown(lad: pd.DataFrame) -> str:
     return '\n'.join(lines)
 
 # %% ../nbs/93_summary.ipynb #c006r
-def all_rates(profile: Profile, stages: Sequence[str] = EVAL_STAGES, checkpoint: str | None = None) -> pd.DataFrame:
+def all_rates(view: RunView, stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
     "Pass rate of every checkpoint of the lineage (rows) on every instrument of `evals.instruments` it was evaluated on (columns)."
-    cks, out = lineage(profile, checkpoint), {}
-    for inst in profile.evals.instruments:
+    cks, out = list(view.lineage), {}
+    for inst in view.instruments:
         col = {}
         for ck in cks:
-            try: col[ck] = float(_outcomes(profile, ck, inst, stages)['passed'].mean())
+            try: col[ck] = float(_outcomes(view.run_dir, ck, inst, stages)['passed'].mean())
             except FileNotFoundError: pass
         if col: out[inst] = col
     return pd.DataFrame(out, index=cks, columns=list(out)).rename_axis('checkpoint')
@@ -99,9 +96,10 @@ def read_decision(run_dir: str | Path, stage: str = DECIDE_STAGE) -> dict:
     return json.loads(path.read_text())
 
 # %% ../nbs/93_summary.ipynb #c011
-def ladder_sources(profile: Profile, lad: pd.DataFrame, stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
+def ladder_sources(run_dir: str | Path, lad: pd.DataFrame, stages: Sequence[str] = EVAL_STAGES) -> pd.DataFrame:
     "The ladder with, per row, the run-relative paths of the two outcomes files it pairs (`parent_file`, `file`)."
-    rel = lambda ck, inst: outcomes_path(profile.run_dir, ck, inst, tuple(stages)).relative_to(profile.run_dir).as_posix()
+    run_dir = Path(run_dir)
+    rel = lambda ck, inst: outcomes_path(run_dir, ck, inst, tuple(stages)).relative_to(run_dir).as_posix()
     return lad.assign(parent_file=[rel(r.parent, r.instrument) for r in lad.itertuples()],
                       file=[rel(r.checkpoint, r.instrument) for r in lad.itertuples()])
 
@@ -111,13 +109,17 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError): return None
     return r.stdout.strip() if r.returncode == 0 else None
 
-def provenance(profile: Profile, packages: Sequence[str] = ('rsi_repro', 'torch', 'transformers', 'peft', 'trl', 'papermill', 'nbconvert', 'pandas')) -> dict:
+PROVENANCE_PACKAGES = ('rsi_repro', 'torch', 'transformers', 'peft', 'trl', 'papermill', 'nbconvert', 'pandas')
+
+def provenance(profile_path: str | Path,      # the run's profile file
+               root: str | Path,              # the project root (git is asked there; the profile is named relative to it)
+               packages: Sequence[str] = PROVENANCE_PACKAGES) -> dict:
     "Where a run's results come from: the profile (path and sha256), the git commit and whether the tree was dirty, package versions, machine, date."
-    root = Path(profile.root)
+    root = Path(root)
     commit = _git(root, 'rev-parse', 'HEAD')
     status = _git(root, 'status', '--porcelain', '--untracked-files=no') if commit else None
     versions = package_versions(packages, missing='not installed')
-    path = Path(profile.path)
+    path = Path(profile_path)
     return {'profile': str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path),
             'profile_sha256': sha256_file(path),
             'git_commit': commit or 'not a git checkout', 'git_dirty': bool(status) if commit else None,
@@ -133,25 +135,25 @@ def extra_tables(run_dir: str | Path, stages: Sequence[str] = READ_STAGES) -> di
 # %% ../nbs/93_summary.ipynb #c008s
 LADDER_PUBLIC = ('ifeval', 'ifeval_harness')   # a public benchmark beside the study's own pools, where the run read it
 
-def ladder_instruments(profile: Profile, stages: Sequence[str] = EVAL_STAGES) -> tuple[str, ...]:
+def ladder_instruments(view: RunView, stages: Sequence[str] = EVAL_STAGES) -> tuple[str, ...]:
     "H6 and probe2, then IFEval (under each decode the run read it) where every evaluated checkpoint of the lineage has it."
-    steps = evaluated_lineage(profile, 'h6', stages)
-    public = [i for i in LADDER_PUBLIC if i in profile.evals.instruments and evaluated_lineage(profile, i, stages) == steps]
+    steps = evaluated_lineage(view, 'h6', stages)
+    public = [i for i in LADDER_PUBLIC if i in view.instruments and evaluated_lineage(view, i, stages) == steps]
     return ('h6', 'probe2', *public)
 
-def study_summary(profile: Profile, instruments: Sequence[str] | None = None) -> dict:
+def study_summary(view: RunView, instruments: Sequence[str] | None = None) -> dict:
     """Everything the front page states, as plain JSON-able data: ladder (on `instruments`, by default `ladder_instruments`:
     does a gain on the study's own pools carry to IFEval's?), rates, grid discordance, decision and the reads beside it."""
-    instruments = tuple(instruments or ladder_instruments(profile))
-    lad = ladder(profile, instruments)
-    out = {'run': profile.run, 'lineage': lineage(profile), 'ladder': lad.to_dict(orient='records'),
-           'rates': rates(profile, instruments).reset_index().to_dict(orient='records')}
-    if grid_table_path(profile.run_dir / GRID_STAGE, 'h6').exists():
-        g = grid_discordance(profile.run_dir)
+    instruments, run_dir = tuple(instruments or ladder_instruments(view)), Path(view.run_dir)
+    lad = ladder(view, instruments)
+    out = {'run': view.run, 'lineage': list(view.lineage), 'ladder': lad.to_dict(orient='records'),
+           'rates': rates(view, instruments).reset_index().to_dict(orient='records')}
+    if grid_table_path(run_dir / GRID_STAGE, 'h6').exists():
+        g = grid_discordance(run_dir)
         out['grid'] = g.to_dict(orient='records')
         out['grid_cells_with_discordance'] = int((g.discordant > 0).sum())
-    if decision_path(profile.run_dir).exists(): out['decision'] = read_decision(profile.run_dir)
-    if judgement_path(profile.run_dir).exists(): out['judgement'] = json.loads(judgement_path(profile.run_dir).read_text())
-    out['all_rates'] = all_rates(profile).reset_index().to_dict(orient='records')
-    out['provenance'] = provenance(profile)
+    if decision_path(run_dir).exists(): out['decision'] = read_decision(run_dir)
+    if judgement_path(run_dir).exists(): out['judgement'] = json.loads(judgement_path(run_dir).read_text())
+    out['all_rates'] = all_rates(view).reset_index().to_dict(orient='records')
+    out['provenance'] = provenance(view.profile_path, view.root)
     return out

@@ -12,15 +12,15 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from .config import Profile
+from .config import Corpus
 from .typed import to_dict
 from .corpora import binarize, chat_messages, read_band, read_sft_mix, row_where
 from .io import sha256_file
-from .layout import repair_mix_path, round_mix_path, stage_dirs_of
+from .layout import repair_mix_path, round_mix_path
 
 # %% auto #0
-__all__ = ['RECORD', 'TrainingCorpus', 'training_corpora', 'corpus_documents', 'training_documents', 'decontam_record',
-           'read_decontam_record']
+__all__ = ['RECORD', 'TrainingCorpus', 'TrainingSources', 'training_corpora', 'corpus_documents', 'training_documents',
+           'decontam_record', 'read_decontam_record']
 
 # %% ../nbs/34_trained_on.ipynb #c008
 @dataclass(frozen=True)
@@ -31,37 +31,44 @@ class TrainingCorpus:
     source: str      # hub id or local file; for a mix, its path relative to the run folder
     spec: dict = field(default_factory=dict)   # corpus settings (bands, config, split, seed) or the mix's sha256
 
-def _mix(profile: Profile, path: Path, stage: str, what: str) -> TrainingCorpus:
+@dataclass(frozen=True)
+class TrainingSources:
+    "What a run trains on, resolved from its profile (`rsi_repro.eval_plan.training_sources`) or written by hand."
+    run_dir: Path = Path('.')                  # the run folder: a mix is named relative to it
+    root: Path = Path('.')                     # the folder a local band file is read from (the project root)
+    sft: tuple[Corpus, ...] = ()               # the stage-1 corpora
+    dpo: Corpus | None = None                  # the DPO corpus
+    dpo_seed: int = 0                          # the seed that picks each DPO pair's rejected answer (dpo.optim.seed)
+    repair: tuple[Path, ...] = ()              # the folders of the stages that run the repair notebook
+    rounds: tuple[Path, ...] = ()              # the folders of the stages that run the rounds notebook
+    round_mixes: tuple[tuple[str, str], ...] = ()   # (pool, 'single' or 'double') of every arm
+    where: str = ''                            # named in errors (the profile's path)
+
+def _mix(run_dir: Path, path: Path, stage: str, what: str) -> TrainingCorpus:
     if not path.exists():
         raise FileNotFoundError(f"{path}: {what} is not there yet; run the {stage} stage first (the math problems of a run are "
                                 f"decontaminated against every corpus it trains on)")
-    rel = path.relative_to(profile.run_dir).as_posix()
-    return TrainingCorpus(f"{stage}:{path.relative_to(profile.run_dir / stage).as_posix()}", 'mix', rel, {'path': rel, 'sha256': sha256_file(path)})
+    rel = path.relative_to(run_dir).as_posix()
+    return TrainingCorpus(f"{stage}:{path.relative_to(run_dir / stage).as_posix()}", 'mix', rel, {'path': rel, 'sha256': sha256_file(path)})
 
-def training_corpora(profile: Profile) -> list[TrainingCorpus]:
-    "Every corpus the profile trains on: stage-1 corpora, the DPO corpus, the repair mix, each round mix an arm uses."
-    out = [TrainingCorpus(c.name, 'sft', c.source, to_dict(c)) for c in (profile.sft.corpora if profile.sft else ())]
-    if profile.dpo:
-        c = profile.dpo.corpus
-        out.append(TrainingCorpus(c.name, 'dpo', c.source, {**to_dict(c), 'seed': profile.dpo.optim.seed}))
-    if profile.repair:
-        out += [_mix(profile, repair_mix_path(d), d.name, 'the repair mix') for d in stage_dirs_of(profile, 'repair')]
-    if profile.rounds:
-        used = sorted({(a.pool, a.mix) for a in profile.rounds.arms}, key=lambda pm: (pm[0], pm[1] != 'single'))
-        out += [_mix(profile, round_mix_path(d, pool, mix), d.name, f"the {mix} mix of pool {pool}")
-                for d in stage_dirs_of(profile, 'rounds') for pool, mix in used]
+def training_corpora(t: TrainingSources) -> list[TrainingCorpus]:
+    "Every corpus the run trains on: stage-1 corpora, the DPO corpus, the repair mix, each round mix an arm uses."
+    out = [TrainingCorpus(c.name, 'sft', c.source, to_dict(c)) for c in t.sft]
+    if t.dpo is not None: out.append(TrainingCorpus(t.dpo.name, 'dpo', t.dpo.source, {**to_dict(t.dpo), 'seed': t.dpo_seed}))
+    out += [_mix(t.run_dir, repair_mix_path(d), d.name, 'the repair mix') for d in t.repair]
+    used = sorted(set(t.round_mixes), key=lambda pm: (pm[0], pm[1] != 'single'))
+    out += [_mix(t.run_dir, round_mix_path(d, pool, mix), d.name, f"the {mix} mix of pool {pool}") for d in t.rounds for pool, mix in used]
     names = [c.name for c in out]
     dup = sorted({n for n in names if names.count(n) > 1})
-    if dup: raise ValueError(f"{profile.path}: two training corpora are both named {dup[0]!r}; name them apart")
+    if dup: raise ValueError(f"{t.where}: two training corpora are both named {dup[0]!r}; name them apart")
     return out
 
 # %% ../nbs/34_trained_on.ipynb #c010
-def _texts(c: TrainingCorpus, profile: Profile) -> Iterator[tuple[object, str]]:
+def _texts(c: TrainingCorpus, t: TrainingSources) -> Iterator[tuple[object, str]]:
     "(row, text) of every training row of a band corpus."
-    corpus = next(x for x in ((*profile.sft.corpora,) if profile.sft else ()) + ((profile.dpo.corpus,) if profile.dpo else ())
-                  if x.name == c.name)
+    corpus = next(x for x in (*t.sft, *((t.dpo,) if t.dpo is not None else ())) if x.name == c.name)
     for band in corpus.bands:
-        for row in read_band(corpus, band, profile.root):
+        for row in read_band(corpus, band, t.root):
             where = row_where(corpus, row)    # the name the DPO stage binarises by
             if c.kind == 'sft': parts = [m['content'] for m in chat_messages(row, where)]
             else:
@@ -69,28 +76,28 @@ def _texts(c: TrainingCorpus, profile: Profile) -> Iterator[tuple[object, str]]:
                 parts = [m['content'] for m in p.prompt] + [p.chosen, p.rejected]
             yield int(row['_row']), '\n'.join(parts)
 
-def corpus_documents(c: TrainingCorpus, profile: Profile, tokenizer, batch: int = 512) -> tuple[Iterator[np.ndarray], list]:
+def corpus_documents(c: TrainingCorpus, t: TrainingSources, tokenizer, batch: int = 512) -> tuple[Iterator[np.ndarray], list]:
     "(token arrays streamed once, the row or example id of each document as it is streamed) of one training corpus."
     labels: list = []
     def docs():
         if c.kind == 'mix':
-            mix = read_sft_mix(profile.run_dir / c.source)
+            mix = read_sft_mix(t.run_dir / c.source)
             for i, ids in zip(mix['id'], mix['input_ids']): labels.append(i); yield np.asarray(ids, dtype=np.int64)
             return
         chunk = []
-        for item in (*_texts(c, profile), None):
+        for item in (*_texts(c, t), None):
             if item is not None: chunk.append(item)
             if chunk and (item is None or len(chunk) == batch):
-                for (row, _), ids in zip(chunk, tokenizer([t for _, t in chunk], add_special_tokens=False)['input_ids']):
+                for (row, _), ids in zip(chunk, tokenizer([text for _, text in chunk], add_special_tokens=False)['input_ids']):
                     labels.append(row); yield np.asarray(ids, dtype=np.int64)
                 chunk = []
     return docs(), labels
 
-def training_documents(profile: Profile, tokenizer,
-                       corpora: list[TrainingCorpus] | None = None,   # default: training_corpora(profile)
+def training_documents(t: TrainingSources, tokenizer,
+                       corpora: list[TrainingCorpus] | None = None,   # default: training_corpora(t)
                        ) -> dict[str, tuple[Iterator[np.ndarray], list]]:
-    "{corpus name: (documents, their rows)} for every corpus the profile trains on, in `training_corpora` order."
-    return {c.name: corpus_documents(c, profile, tokenizer) for c in (training_corpora(profile) if corpora is None else corpora)}
+    "{corpus name: (documents, their rows)} for every corpus the run trains on, in `training_corpora` order."
+    return {c.name: corpus_documents(c, t, tokenizer) for c in (training_corpora(t) if corpora is None else corpora)}
 
 # %% ../nbs/34_trained_on.ipynb #c012
 RECORD = 'decontam_corpora.json'

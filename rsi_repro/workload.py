@@ -171,7 +171,7 @@ def instrument_requests(profile: Profile, name: str, run: str | Path | None = No
     s, where = profile.evals.block(name), f"{profile.path}: evals.{name}"
     if name == 'termination': return []          # it audits the answers of the sets it names, generated once
     if name == 'ifbench':
-        from rsi_repro.evaluate import ifbench_prompts
+        from rsi_repro.eval_plan import ifbench_prompts
         from rsi_repro.instruments.ifbench import scorable
         return [('ifbench', len(scorable(ifbench_prompts(profile))[0]))]   # only prompts scorable here are generated
     if getattr(s, 'n', None) is not None: return [(name, s.n * (MULTI_TURN_LENGTH if name == 'multi_turn' else 1))]
@@ -316,7 +316,7 @@ def _decontam(p: Profile, st: Stage) -> list[Work]:
 # %% ../nbs/94b_workload.ipynb #c030d
 def eval_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "Every checkpoint on every instrument; with math, the problems decontaminated once against every corpus the profile trains on."
-    from rsi_repro.evaluate import eval_checkpoints, eval_instruments
+    from rsi_repro.eval_plan import eval_checkpoints, eval_instruments
     cks, insts = st.params.get('checkpoints') or eval_checkpoints(p), st.params.get('instruments') or eval_instruments(p)
     out = [w for ck in cks for w in _evaluate(p, st, ck, insts, run)]
     return out + (_decontam(p, st) if 'math' in insts else [])

@@ -1,11 +1,13 @@
 """The package's import structure: imports point down the layers (at module level and inside functions alike),
-there is no import cycle, and the lower layers import without the ML stack (and the lowest four without pandas).
+there is no import cycle, the lower layers import without the ML stack (and the lowest four without pandas), and
+no module below the stages takes a profile (it takes the values a stage resolves from one).
 
 The layers are listed here, lowest first, and in the README's "How the code is laid out"; a new module must be given one."""
 from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -25,9 +27,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                   "summary")),
     ("models", ("bases", "backends", "engines", "generate", "tiny", "train_setup", "train_batches", "train_run", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),
-    ("stages", ("recipes", "read_stages")),
+    ("stages", ("recipes", "read_stages", "eval_plan", "run_view")),
     ("runner", ("stage_keys", "stage_folders", "pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
 ]
+# Below the stages, a profile is read only by its own modules and by the run folder's layout; every other module takes
+# what a stage resolved from it (a section, a path, an `EvalPlan`, a `RunView`). PENDING: functions that still take one,
+# each with where it goes (`ModelRef.from_profile`: to the stages layer, when `generate` is split).
+PROFILE_READERS = ("config", "profile_sections", "layout")
+PENDING = {"generate": {"from_profile"}}
 MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
 TORCH_FREE = [m for _, ms in LAYERS[:5] for m in ms]     # import without torch, transformers, peft or trl
 ML_STACK = ("torch", "transformers", "peft", "trl")
@@ -92,6 +99,24 @@ def upward(g: dict, pkg: str, layers=LAYERS) -> list[str]:
     return bad
 
 
+def profile_parameters(package: Path, pkg: str, layers=LAYERS, readers=PROFILE_READERS, pending=PENDING) -> list[str]:
+    """Every parameter named `profile` or annotated `Profile`, of a function (or lambda) in a module below the stages
+    layer other than `readers`, as 'file:line: module.function(parameter)'; `pending` maps a module to functions let be."""
+    below = [name for name, _ in layers].index("stages")
+    found = []
+    for name, path in modules(package).items():
+        if layer_of(name, layers) >= below or name.split(".")[0] in readers: continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)): continue
+            fn, a = getattr(node, "name", "<lambda>"), node.args
+            if fn in pending.get(name, ()): continue
+            for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs, *(x for x in (a.vararg, a.kwarg) if x)):
+                ann = ast.unparse(arg.annotation) if arg.annotation else ""
+                if arg.arg == "profile" or re.search(r"\bProfile\b", ann):
+                    found.append(f"{pkg}/{name.replace('.', '/')}.py:{node.lineno}: {name}.{fn}({arg.arg}{': ' + ann if ann else ''})")
+    return found
+
+
 def cycles(g: dict) -> list[list[str]]:
     "The import cycles (each as a closed path of module names), found by depth-first search."
     out, state, stack = [], {}, []
@@ -140,6 +165,27 @@ def test_the_checks_catch_an_upward_import_inside_a_function_and_a_cycle(tmp_pat
     assert g["low"] == [("high", 4)] and ("mid", 2) in g["high"] and g["sub.leaf"] == [("mid", 1)]
     assert upward(g, "demo", layers) == ["demo/low.py:4: low (low) imports high (high)"]
     assert sorted(map(tuple, cycles(g))) == [("high", "low", "high"), ("mid", "sub.leaf", "mid")]
+
+
+def test_no_module_below_the_stages_takes_a_profile():
+    found = profile_parameters(PACKAGE, "rsi_repro")
+    assert not found, ("these take a profile below the stages layer; take the values a stage resolves from it "
+                       "(rsi_repro.eval_plan, rsi_repro.run_view) instead:\n" + "\n".join(found))
+
+
+def test_the_profile_check_catches_a_profile_parameter(tmp_path):
+    "The same check on a small package: a named parameter, an annotated one, one in a lambda, and the exceptions."
+    pkg = tmp_path / "demo"; (pkg / "sub").mkdir(parents=True)
+    for f in ("__init__.py", "sub/__init__.py"): (pkg / f).write_text("")
+    (pkg / "low.py").write_text("def f(x, profile=None):\n    return x\n\nclass C:\n    def m(self, *, p: 'Optional[Profile]'):\n        pass\n")
+    (pkg / "sub" / "leaf.py").write_text("g = lambda profile: profile\ndef h(r: RegressionProfile, profile_path: str): pass\n")
+    (pkg / "cfg.py").write_text("def check(profile: Profile): pass\n")
+    (pkg / "later.py").write_text("def from_profile(profile): pass\ndef other(profile): pass\n")
+    (pkg / "top.py").write_text("def stage(profile: Profile): pass\n")
+    layers = [("low", ("low", "sub", "cfg", "later")), ("stages", ("top",))]
+    assert profile_parameters(pkg, "demo", layers, readers=("cfg",), pending={"later": {"from_profile"}}) == [
+        "demo/later.py:2: later.other(profile)", "demo/low.py:1: low.f(profile)", "demo/low.py:5: low.m(p: 'Optional[Profile]')",
+        "demo/sub/leaf.py:1: sub.leaf.<lambda>(profile)"]
 
 
 BLOCKER = textwrap.dedent('''

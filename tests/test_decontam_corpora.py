@@ -10,10 +10,11 @@ from rsi_repro.config import load_profile
 from rsi_repro.evals import read_evals
 from rsi_repro.corpora import write_sft_mix
 from rsi_repro.generate import ModelRef, load_tokenizer
+from rsi_repro.eval_plan import math_inputs, training_corpora
 from rsi_repro.instruments.math import math_problems
 from rsi_repro.io import write_jsonl
 from rsi_repro.layout import repair_mix_path, round_mix_path
-from rsi_repro.trained_on import RECORD, read_decontam_record, training_corpora
+from rsi_repro.trained_on import RECORD, read_decontam_record
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS = ('harbor lantern copper meadow violet thunder pebble orchard saddle quartz ribbon falcon marble cedar '
@@ -57,7 +58,7 @@ def run(tmp_path_factory):
                       tok, 512, path)
     write_jsonl(tmp / 'math.jsonl', [{'id': f'in-{k}', 'family': 'free', 'question': f'Consider this: {v} How many words?',
                                       'answer': '#### 40'} for k, v in P.items()])
-    kept, dropped = math_problems(profile, tmp / 'eval' / 'math_problems', 'tiny', lambda: tok)
+    kept, dropped = math_problems(math_inputs(profile), tmp / 'eval' / 'math_problems', 'tiny', lambda: tok)
     return profile, tmp / 'eval' / 'math_problems', kept, dropped
 
 
@@ -88,4 +89,4 @@ def test_a_mix_the_profile_trains_on_that_is_missing_stops_the_math_set(run, tmp
     profile, *_ = run
     missing = dataclasses.replace(profile, run='no-mixes')
     with pytest.raises(FileNotFoundError, match='run the repair stage first'):
-        math_problems(missing, tmp_path / 'math_problems', 'tiny', lambda: None)
+        math_problems(math_inputs(missing), tmp_path / 'math_problems', 'tiny', lambda: None)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rsi_repro import evaluate as ev
+from rsi_repro import eval_plan as ep, evaluate as ev
 from rsi_repro.config import load_profile
 from rsi_repro.evals import read_evals
 from rsi_repro.typed import ProfileError
@@ -39,7 +39,7 @@ def run(tmp_path_factory):
              'multi_turn': {'n': SIZES['multi_turn']}, 'safety': {'n': SIZES['safety']},
              'ifeval': {'n': SIZES['ifeval'], 'prompts': 'data/prompts/ifeval_sample.jsonl'}, 'ifbench': {'n': SIZES['ifbench']}}
     profile = tiny_profile(evals, max_new_tokens=16)
-    results = ev.evaluate_checkpoint(profile, 'base', tmp / 'eval', progress=False)
+    results = ep.evaluate_checkpoint(profile, 'base', tmp / 'eval', progress=False)
     return profile, tmp / 'eval', results
 
 
@@ -75,12 +75,12 @@ def test_a_rerun_reads_back_without_loading_the_model(run, monkeypatch):
     written = lambda p: p.is_file() and p.name != 'plan.json'             # generate() rewrites its plan on every call
     stamps = {p: p.stat().st_mtime_ns for p in out.rglob('*') if written(p)}
     assert len([p for p in stamps if p.name.startswith('shard-')]) >= len(SIZES) - 1
-    again = ev.evaluate_checkpoint(profile, 'base', out, progress=False)
+    again = ep.evaluate_checkpoint(profile, 'base', out, progress=False)
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps          # nothing rewritten
     assert all(again[k][0].equals(results[k][0]) for k in results)
     # a lost outcomes file is scored again from the generations on disk, still without a model
     result_paths(out, 'base', 'code')['outcomes'].unlink()
-    rescored = ev.evaluate_checkpoint(profile, 'base', out, instruments=['code'], progress=False)
+    rescored = ep.evaluate_checkpoint(profile, 'base', out, instruments=['code'], progress=False)
     assert rescored['code'][0].equals(results['code'][0])
 
 
@@ -105,7 +105,7 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
         {'id': 'planted', 'family': 'free', 'question': f'Read this: {planted} How many words are above?', 'answer': '#### 3'},
         {'id': 'near-miss', 'family': 'free', 'question': f'Read this: {near_miss} How many words are above?', 'answer': '#### 3'}])
     p = dataclasses.replace(profile, evals=read_evals({'math': {'sources': [{'source': str(problems), 'kind': 'prompt_set'}]}}), repair=None, rounds=None)
-    kept = ev.math_set(p, tmp_path)                                # the eval stage's set, in the base's own tokenizer
+    kept = ep.math_set(p, tmp_path)                                # the eval stage's set, in the base's own tokenizer
     assert kept.id.tolist() == ['own-1', 'near-miss']
     rec = read_jsonl(tmp_path / 'math_problems' / 'decontam_dropped.jsonl')
     assert [r['id'] for r in rec] == ['planted'] and rec[0]['corpus'] == corpus.name
@@ -116,14 +116,14 @@ def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_pat
 
 def test_bad_settings_name_the_key(tmp_path):
     p = tiny_profile({'math': {}})
-    with pytest.raises(ProfileError, match='evals.math.sources'): ev.math_set(p, tmp_path)
-    with pytest.raises(ProfileError, match='evals.checkpoints'): ev.eval_checkpoints(p)
+    with pytest.raises(ProfileError, match='evals.math.sources'): ep.math_set(p, tmp_path)
+    with pytest.raises(ProfileError, match='evals.checkpoints'): ep.eval_checkpoints(p)
     with pytest.raises(ProfileError, match=r'evals\.code\.limit: unknown key'): tiny_profile({'code': {'limit': 3}})
     with pytest.raises(ProfileError, match=r'evals\.checkpoints: expected a list'): tiny_profile({'checkpoints': 'base'})
     with pytest.raises(ValueError, match='asks for 999 prompts'):
-        ev.generation_set(tiny_profile({'code': {'n': 999}}), 'code', tmp_path)
+        ep.generation_set(tiny_profile({'code': {'n': 999}}), 'code', tmp_path)
     with pytest.raises(FileNotFoundError, match='run the pools stage'):
-        ev.generation_set(tiny_profile({'h6': {'pool': str(tmp_path / 'none.jsonl')}}), 'h6', tmp_path)
+        ep.generation_set(tiny_profile({'h6': {'pool': str(tmp_path / 'none.jsonl')}}), 'h6', tmp_path)
 
 
 def test_a_new_version_of_a_checkpoint_carries_the_labels_whose_answer_is_unchanged_and_names_the_rest(run, tmp_path):
@@ -143,7 +143,7 @@ def test_a_new_version_of_a_checkpoint_carries_the_labels_whose_answer_is_unchan
     sheet['label'] = 'full_refusal'
     sheet.loc[1, 'response_sha256'] = response_sha256('an answer this version no longer gives')
     sheet.to_csv(old, index=False)
-    outcomes, summary = ev.eval_safety(profile, ev.Checkpoint.from_profile(profile, 'base', progress=False), ck_dir)
+    outcomes, summary = ev.eval_safety(ep.eval_plan(profile), ep.checkpoint(profile, 'base', progress=False), ck_dir)
     assert summary.set_index('family').loc[ALL, 'n_adjudicated'] == SIZES['safety'] - 1       # carried where the answer is the same
     refused = pd.read_csv(refused_labels_path(ck_dir, identity))
     assert refused[['line', 'id', 'why']].values.tolist() == [['safety.v0.adjudication.csv:3', sheet.loc[1, 'id'], 'the answer it judged changed']]

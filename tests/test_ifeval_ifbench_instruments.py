@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rsi_repro import eval_report as er, evaluate as ev
+from rsi_repro import eval_plan as ep
 from rsi_repro.config import load_profile
 from rsi_repro.evals import read_evals
 from rsi_repro.typed import ProfileError, to_dict
@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_both_profiles_run_both_instruments():
     for name, ifeval_source, ifbench_n in (('nemotron', 'google/IFEval', None), ('tiny', 'data/prompts/ifeval_sample.jsonl', 30)):
         p = load_profile(ROOT / f'configs/{name}.yaml', check_files=False)       # validated on load
-        assert {'ifeval', 'ifbench'} <= set(ev.eval_instruments(p)), name
+        assert {'ifeval', 'ifbench'} <= set(ep.eval_instruments(p)), name
         assert to_dict(p.evals.ifeval) == {'n': None, 'prompts': ifeval_source}, name
         assert to_dict(p.evals.ifbench) == {'n': ifbench_n, 'prompts': None}, name
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
-    assert len(ev.ifeval_prompts(tiny)) == 16                           # the shipped sample, offline
+    assert len(ep.ifeval_prompts(tiny)) == 16                           # the shipped sample, offline
 
 
 @pytest.mark.parametrize('evals, key', [({'ifbench': {'nn': 3}}, 'evals.ifbench.nn'), ({'ifeval': {'n': 0}}, 'evals.ifeval.n'),
@@ -40,7 +40,7 @@ def test_hub_id_offline_fails_closed_with_the_fix(monkeypatch):
     monkeypatch.setitem(sys.modules, 'datasets', None)                   # importing it would fail: it must not be tried
     p = dataclasses.replace(load_profile(ROOT / 'configs/nemotron.yaml', check_files=False), root=str(ROOT))
     with pytest.raises(IFEvalDataError, match=r"'google/IFEval' is not a local file and the Hugging Face Hub is switched off.*evals\.ifeval\.prompts"):
-        ev.ifeval_prompts(p)
+        ep.ifeval_prompts(p)
     with pytest.raises(IFEvalDataError, match='no such IFEval prompt file'):
         load_ifeval_prompts('data/prompts/missing.jsonl', root=ROOT)
 
@@ -92,7 +92,7 @@ def ifbench_run(tmp_path, monkeypatch):
     profile = dataclasses.replace(tiny, evals=read_evals({'checkpoints': ['base', 'sft'], 'ifbench': {'prompts': str(rows)}}),
                                   serving=dataclasses.replace(tiny.serving, max_input_tokens=100_000))
     backends = {'base': TableBackend(PARENT), 'sft': TableBackend(CHILD)}
-    results = {ck: ev.evaluate_checkpoint(profile, 'base', tmp_path / ck, instruments=['ifbench'], backend_obj=b, progress=False)
+    results = {ck: ep.evaluate_checkpoint(profile, 'base', tmp_path / ck, instruments=['ifbench'], backend_obj=b, progress=False)
                for ck, b in backends.items()}
     return profile, results, backends
 
@@ -118,13 +118,13 @@ def test_ifbench_scores_rows_and_names_what_it_cannot_score_offline(ifbench_run)
 def test_ifbench_pairs_each_checkpoint_with_its_parent_per_type(ifbench_run):
     profile, results, _ = ifbench_run
     assert parent_of(profile, 'sft') == 'base'
-    t = er.paired_families_vs_parent(profile, results, 'ifbench').set_index('family')
+    t = ep.paired_families_vs_parent(profile, results, 'ifbench').set_index('family')
     assert list(t.index) == ['count:numbers', 'repeat:repeat_span', ALL]
     # by hand: a lost (two numbers -> one), e fixed (none -> one), b tied
     assert t.loc['count:numbers', ['n', 'fixed', 'lost', 'tied', 'tied_fail']].tolist() == [2, 1, 1, 0, 0]
     assert t.loc['repeat:repeat_span', ['n', 'tied']].tolist() == [1, 1]
     assert t.loc[ALL, ['n', 'fixed', 'lost', 'delta']].tolist() == [3, 1, 1, 0.0]
-    overall = er.paired_vs_parent(profile, results, instruments=('ifbench',))
+    overall = ep.paired_vs_parent(profile, results, instruments=('ifbench',))
     assert overall[['checkpoint', 'parent', 'n', 'fixed', 'lost']].values.tolist() == [['sft', 'base', 3, 1, 1]]
 
 
@@ -132,10 +132,10 @@ def test_ifeval_instrument_on_the_sample_file(tmp_path):
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
     profile = dataclasses.replace(tiny, evals=read_evals({'checkpoints': ['base'], 'ifeval': {'n': 3, 'prompts': 'data/prompts/ifeval_sample.jsonl'}}),
                                   serving=dataclasses.replace(tiny.serving, max_input_tokens=100_000))
-    prompts = ev.ifeval_prompts(profile)
+    prompts = ep.ifeval_prompts(profile)
     assert prompts.id.tolist() == ['1001', '1002', '1003']
     answers = dict(zip(prompts.prompt, ['No commas here.', 'One *** Two *** Three', '* a\n* b']))
-    out, summary = ev.evaluate_checkpoint(profile, 'base', tmp_path, instruments=['ifeval'], backend_obj=TableBackend(answers),
+    out, summary = ep.evaluate_checkpoint(profile, 'base', tmp_path, instruments=['ifeval'], backend_obj=TableBackend(answers),
                                           progress=False)['ifeval']
     assert out.passed.tolist() == [True, True, False]                    # two bullets where three were asked
     assert list(out.columns[:3]) == ['id', 'family', 'passed'] and out.family.tolist() == prompts.family.tolist()

@@ -197,7 +197,7 @@ def test_the_study_is_not_all_ties(profile_path, first_run):
     """Stages change which prompts pass: the repair disagrees with the base on some H6 prompts.
     Which way is the demo's to show (`make demo`: 21 fixed / 7 lost against its parent); a run small enough for CI
     (two repair steps on a 26-prompt H6) moves a prompt or two either way, so only the disagreement is pinned here."""
-    from rsi_repro.summary import ladder
+    from rsi_repro.run_view import ladder
     lad = ladder(load_profile(profile_path), instruments=['h6']).set_index('step')
     base_to_repair = lad.loc['base → repair']
     assert base_to_repair.fixed + base_to_repair.lost > 0, base_to_repair

@@ -14,7 +14,8 @@ from rsi_repro import pipeline as pl
 from rsi_repro.config import load_profile
 from rsi_repro.layout import EVAL_STAGES, outcomes_path
 from rsi_repro.stats import load_outcomes
-from rsi_repro.summary import grid_discordance, ladder, rates
+from rsi_repro.run_view import ladder, rates
+from rsi_repro.summary import grid_discordance
 
 pytestmark = pytest.mark.study
 ROOT = Path(__file__).resolve().parents[1]

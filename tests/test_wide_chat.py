@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rsi_repro import evaluate as ev
+from rsi_repro import eval_plan as ep
 from rsi_repro.card_audit import counts_for_rates
 from rsi_repro.config import load_profile
 from rsi_repro.instruments.prompts import OPEN_CHAT_FAMILIES, PROMPT_SETS, PromptSetError, load_prompt_set
@@ -50,9 +50,9 @@ def test_a_battery_with_a_family_off_its_count_is_refused(battery):
 
 def test_the_nemotron_profile_reads_all_231_and_tiny_a_subset_of_every_family(tmp_path):
     nem = load_profile(ROOT / 'configs/nemotron.yaml', check_files=False)
-    assert 'wide_chat' in ev.eval_instruments(nem) and nem.evals.wide_chat.n == 231
+    assert 'wide_chat' in ep.eval_instruments(nem) and nem.evals.wide_chat.n == 231
     tiny = load_profile(ROOT / 'configs/tiny.yaml')
-    prompts, reqs = ev.generation_set(tiny, 'wide_chat', tmp_path)
+    prompts, reqs = ep.generation_set(tiny, 'wide_chat', tmp_path)
     assert len(prompts) == len(reqs) == tiny.evals.wide_chat.n == 24
     assert prompts.family.value_counts().to_dict() == {f: 2 for f in OPEN_CHAT_FAMILIES}
 

@@ -5,6 +5,7 @@
 # %% ../../nbs/44_instruments_math.ipynb #c002
 from __future__ import annotations
 import json, re, threading
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Callable
@@ -12,12 +13,11 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..config import Profile
 from ..evals import MathEval, MathSource
-from ..io import atomic_write_text, iter_jsonl, read_jsonl, sha256_file, write_jsonl
+from ..io import atomic_write_text, iter_jsonl, read_jsonl, resolve_path, sha256_file, write_jsonl
 from ..layout import math_dir
 from ..typed import ProfileError, to_dict
-from ..trained_on import RECORD as DECONTAM_RECORD, decontam_record, training_corpora, training_documents
+from ..trained_on import RECORD as DECONTAM_RECORD, TrainingSources, decontam_record, training_corpora, training_documents
 from .decontam import decontaminate_each
 from .prompts import load_prompt_set
 from .text import generation_table, per_prompt, summarise
@@ -25,7 +25,7 @@ from .text import generation_table, per_prompt, summarise
 # %% auto #0
 __all__ = ['MATH_KINDS', 'MATH_INSTRUCTION', 'DROPPED_COLUMNS', 'MathDataError', 'last_boxed', 'gsm8k_final', 'gold_answer',
            'load_math_rows', 'math_rows_from_prompt_set', 'math_prompt', 'normalise_answer', 'extract_strict',
-           'last_number', 'strict_match', 'wrap_gold', 'math_verify_match', 'loose_match', 'score_math',
+           'last_number', 'strict_match', 'wrap_gold', 'math_verify_match', 'loose_match', 'score_math', 'MathInputs',
            'math_candidates', 'decontaminate_problems', 'take_problems', 'math_problems', 'math_decontam_report']
 
 # %% ../../nbs/44_instruments_math.ipynb #c004
@@ -210,8 +210,16 @@ def score_math(problems: pd.DataFrame,  # id, family, gold (from load_math_rows 
     return out, summarise(out, rates=('strict', 'loose'), means=('new_tokens',))
 
 # %% ../../nbs/44_instruments_math.ipynb #c022
-def _source_problems(profile: Profile, src: MathSource, i: int) -> pd.DataFrame:
-    local = profile.resolve(src.source)
+@dataclass(frozen=True)
+class MathInputs:
+    "What a run's math problem set is built from: resolved from a profile (`rsi_repro.eval_plan.math_inputs`) or written by hand."
+    settings: MathEval                       # the evals.math block: sources, n, shingle length
+    root: Path = Path('.')                   # the folder a relative source is read from (the project root)
+    training: TrainingSources = field(default_factory=TrainingSources)   # every corpus the problems are decontaminated against
+    where: str = ''                          # named in errors (the profile's path)
+
+def _source_problems(m: MathInputs, src: MathSource, i: int) -> pd.DataFrame:
+    local = resolve_path(src.source, m.root)
     if src.kind == 'prompt_set':
         df = math_rows_from_prompt_set(load_prompt_set(local, 'math'))
         if src.limit is not None: df = df.iloc[:src.limit]
@@ -221,11 +229,11 @@ def _source_problems(profile: Profile, src: MathSource, i: int) -> pd.DataFrame:
         if src.config: df['id'] = f"{src.kind}/{src.config}:" + df['id'].str.split(':', n=1).str[1]
     return df.assign(source_index=i)
 
-def math_candidates(profile: Profile) -> pd.DataFrame:
-    "Every problem of the profile's math sources, in source order (before decontamination); a repeated id is an error."
-    s = profile.evals.math
-    if not s.sources: raise ProfileError(profile.path, 'evals.math.sources', "missing: name the problem sources (a prompt set, GSM8K or MATH train split)")
-    cands = pd.concat([_source_problems(profile, src, i) for i, src in enumerate(s.sources)], ignore_index=True)
+def math_candidates(m: MathInputs) -> pd.DataFrame:
+    "Every problem of the math sources, in source order (before decontamination); a repeated id is an error."
+    s = m.settings
+    if not s.sources: raise ProfileError(m.where, 'evals.math.sources', "missing: name the problem sources (a prompt set, GSM8K or MATH train split)")
+    cands = pd.concat([_source_problems(m, src, i) for i, src in enumerate(s.sources)], ignore_index=True)
     dup = cands['id'][cands['id'].duplicated()]
     if len(dup): raise MathDataError(f"math sources give problem id {dup.iloc[0]!r} twice; give each source its own config or file")
     return cands
@@ -234,13 +242,13 @@ def math_candidates(profile: Profile) -> pd.DataFrame:
 DROPPED_COLUMNS = ['id', 'corpus', 'corpus_row', 'doc', 'doc_offset', 'query_offset', 'n_matches', 'shingle_tokens',
                    'shingle_text', 'question', 'source_row']
 
-def decontaminate_problems(profile: Profile, cands: pd.DataFrame, tokenizer,
-                           trained: list | None = None,  # `trained_on.training_corpora(profile)` (default: found here)
+def decontaminate_problems(m: MathInputs, cands: pd.DataFrame, tokenizer,
+                           trained: list | None = None,  # `trained_on.training_corpora(m.training)` (default: found here)
                            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     "(kept with their shingle counts, dropped with the corpus row and shingle that matched, hits per corpus) of the candidates."
-    n = profile.evals.math.shingle_tokens
+    n = m.settings.shingle_tokens
     q_tokens = [np.asarray(t, dtype=np.int64) for t in tokenizer(cands['question'].tolist(), add_special_tokens=False)['input_ids']]
-    corpora = training_documents(profile, tokenizer, training_corpora(profile) if trained is None else trained)
+    corpora = training_documents(m.training, tokenizer, training_corpora(m.training) if trained is None else trained)
     if corpora:
         kept, dropped, hits = decontaminate_each(cands, q_tokens, {k: d for k, (d, _) in corpora.items()}, n, tokenizer)
         dropped['corpus_row'] = [corpora[c][1][d] for c, d in zip(dropped['corpus'], dropped['doc'])]
@@ -264,9 +272,10 @@ def take_problems(kept: pd.DataFrame, s: MathEval) -> pd.DataFrame:
     return kept.reset_index(drop=True)[['id', 'family', 'question', 'gold', 'source_row', 'n_shingles']]
 
 # %% ../../nbs/44_instruments_math.ipynb #c032
-def _math_plan(profile: Profile, s: MathEval, tokenizer_id: str) -> dict:
-    files = {src.source: sha256_file(p) for src in s.sources for p in [profile.resolve(src.source)] if p.is_file()}
-    corpora = [to_dict(c) for c in training_corpora(profile)]   # stage-1 bands, DPO pairs, repair and round mixes
+def _math_plan(m: MathInputs, tokenizer_id: str) -> dict:
+    s = m.settings
+    files = {src.source: sha256_file(p) for src in s.sources for p in [resolve_path(src.source, m.root)] if p.is_file()}
+    corpora = [to_dict(c) for c in training_corpora(m.training)]   # stage-1 bands, DPO pairs, repair and round mixes
     return {'sources': to_dict(s.sources), 'source_sha256': files, 'n': s.n,
             'shingle_tokens': s.shingle_tokens, 'corpora': corpora, 'tokenizer': tokenizer_id}
 
@@ -275,24 +284,24 @@ def _cache_files(cache_dir: str | Path) -> dict[str, Path]:
     return {k: cache / f for k, f in (('plan', 'plan.json'), ('problems', 'problems.jsonl'), ('dropped', 'decontam_dropped.jsonl'),
                                       ('record', DECONTAM_RECORD))}
 
-def math_problems(profile: Profile,
+def math_problems(m: MathInputs,
                   cache_dir: str | Path,             # where problems.jsonl, decontam_dropped.jsonl and plan.json live
                   tokenizer_id: str,                 # the tokenizer's identity (the base's), recorded in the plan
-                  load_tokenizer: Callable[[], Any],  # loads the profile's tokenizer (called only to build the set)
+                  load_tokenizer: Callable[[], Any],  # loads that tokenizer (called only to build the set)
                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(problems, dropped): the run's decontaminated math problems, built once and cached; dropped problems with their shingle."
-    if not profile.evals.math.sources: math_candidates(profile)            # the error that names the missing key
+    if not m.settings.sources: math_candidates(m)            # the error that names the missing key
     files = _cache_files(cache_dir)
-    plan = _math_plan(profile, profile.evals.math, tokenizer_id)
+    plan = _math_plan(m, tokenizer_id)
     if files['plan'].exists():
         if json.loads(files['plan'].read_text()) != json.loads(json.dumps(plan)):
             raise ValueError(f"{cache_dir}: holds a math problem set built under other settings (sources, n, shingle, corpora "
                              f"or tokenizer differ); delete the folder to rebuild it, and the math outcomes that used it")
         if files['problems'].exists() and files['dropped'].exists() and files['record'].exists():
             return pd.DataFrame(read_jsonl(files['problems'])), pd.DataFrame(read_jsonl(files['dropped']), columns=DROPPED_COLUMNS)
-    cands, tokenizer, trained = math_candidates(profile), load_tokenizer(), training_corpora(profile)
-    kept, dropped, hits = decontaminate_problems(profile, cands, tokenizer, trained)
-    kept = take_problems(kept, profile.evals.math)
+    cands, tokenizer, trained = math_candidates(m), load_tokenizer(), training_corpora(m.training)
+    kept, dropped, hits = decontaminate_problems(m, cands, tokenizer, trained)
+    kept = take_problems(kept, m.settings)
     write_jsonl(files['problems'], json.loads(kept.to_json(orient='records')))
     write_jsonl(files['dropped'], json.loads(dropped.to_json(orient='records')))
     atomic_write_text(files['record'], json.dumps(decontam_record(trained, hits), indent=1))
