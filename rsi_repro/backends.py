@@ -33,13 +33,6 @@ class ModelRef:
     merge: bool = False
     template: str = 'study'             # 'study': the project's chat template; 'base': the base tokenizer's own (a harness's decode)
 
-    @classmethod
-    def from_profile(cls, profile, adapter: str | Path | None = None) -> 'ModelRef':
-        "The profile's base as this run serves it (its converted copy for a GGUF base: `rsi_repro.bases`), with `adapter`."
-        source = base_source(profile.base.name_or_path, profile.root, profile.base.revision)
-        return cls(base=served_base(source, profile.run_dir), revision=profile.base.revision,
-                   adapter=str(adapter) if adapter else None, dtype=profile.base.dtype, merge=profile.serving.merge_lora)
-
     @property
     def label(self) -> str: return Path(self.adapter).name if self.adapter else 'base'
 

@@ -84,7 +84,7 @@ def train_sft_command(args) -> dict:
     from dataclasses import replace
     from rsi_repro.config import load_profile
     from rsi_repro.typed import ProfileError
-    from rsi_repro.generate import ModelRef
+    from rsi_repro.eval_plan import model_ref
     from rsi_repro.train import train_sft
     profile = load_profile(args.profile, check_files=False)
     section = getattr(profile, args.section)
@@ -92,7 +92,7 @@ def train_sft_command(args) -> dict:
     _fresh_folder(Path(args.out), args.overwrite)
     over = {k: v for k, v in (('micro_batch', args.micro_batch), ('grad_accum', args.grad_accum)) if v is not None}
     optim = replace(section.optim, **over, **({'bf16': True} if args.bf16 else {}))
-    ref = ModelRef.from_profile(profile)
+    ref = model_ref(profile)
     if args.base: ref = replace(ref, base=str(Path(args.base).resolve()))
     report = [] if args.report_to == 'none' else [args.report_to]
     ev = train_sft(ref, profile.base.architecture, args.mix, section.lora, optim, args.out, tag=args.tag,

@@ -12,6 +12,7 @@ import pandas as pd
 from .config import Profile
 from .typed import ProfileError
 from .generate import ModelRef
+from .bases import base_source, served_base
 from .layout import parent_of, pool_path, resolve_checkpoint, stage_dirs_of
 from . import eval_report as er, evaluate as ev, trained_on
 from .evaluate import Checkpoint, EvalPlan
@@ -19,9 +20,17 @@ from .instruments.math import MathInputs
 from .trained_on import TrainingCorpus, TrainingSources
 
 # %% auto #0
-__all__ = ['training_sources', 'training_corpora', 'math_inputs', 'eval_plan', 'checkpoint', 'eval_checkpoints',
+__all__ = ['model_ref', 'training_sources', 'training_corpora', 'math_inputs', 'eval_plan', 'checkpoint', 'eval_checkpoints',
            'eval_instruments', 'evaluate_checkpoint', 'generation_set', 'math_set', 'ifeval_prompts', 'ifbench_prompts',
            'parents_of', 'paired_vs_parent', 'paired_families_vs_parent', 'ifbench_not_scored']
+
+# %% ../nbs/35a_eval_plan.ipynb #e003x
+def model_ref(profile: Profile, adapter: str | Path | None = None) -> ModelRef:
+    "The profile's base as this run serves it (its converted copy for a GGUF base: `rsi_repro.bases`), with `adapter`."
+    source = base_source(profile.base.name_or_path, profile.root, profile.base.revision)
+    return ModelRef(base=served_base(source, profile.run_dir), revision=profile.base.revision,
+                    adapter=str(adapter) if adapter else None, dtype=profile.base.dtype, merge=profile.serving.merge_lora)
+
 
 # %% ../nbs/35a_eval_plan.ipynb #e005
 def training_sources(profile: Profile) -> TrainingSources:
@@ -49,12 +58,12 @@ def eval_plan(profile: Profile,
     "What the instruments read of the profile's run (`rsi_repro.evaluate.EvalPlan`)."
     return EvalPlan(serving=profile.serving, evals=profile.evals, root=Path(profile.root),
                     pools={name: pool_path(profile, name) for name in ('h6', 'probe2')},
-                    base=ModelRef.from_profile(profile) if with_base else None,
+                    base=model_ref(profile) if with_base else None,
                     training=training_sources(profile), where=profile.path)
 
 def checkpoint(profile: Profile, name: str, backend_obj=None, progress: bool = True) -> Checkpoint:
     "The checkpoint `name` of the profile's run ('base', a stage, an arm or a soup), served with the profile's settings."
-    return Checkpoint(name, ModelRef.from_profile(profile, resolve_checkpoint(profile, name)), profile.serving, backend_obj, progress)
+    return Checkpoint(name, model_ref(profile, resolve_checkpoint(profile, name)), profile.serving, backend_obj, progress)
 
 def eval_checkpoints(profile: Profile) -> list[str]:
     "The checkpoints the profile evaluates (`evals.checkpoints`), in order; none is an error naming the key."

@@ -108,7 +108,7 @@ def pair_read_stage(profile: Profile, stage_dir: str | Path, eval_stage: str = E
 # %% ../nbs/52_read_stages.ipynb #c012
 def seed_parents(profile: Profile, stage_dir: str | Path, report_to: Sequence[str] = ()) -> dict[str, Path]:
     "{parent name: adapter folder}: the stage's adapter and one retrained arm per seed (skipped when already current)."
-    from rsi_repro.generate import ModelRef
+    from rsi_repro.eval_plan import model_ref
     from rsi_repro.train import is_current, read_evidence, train_sft
     cfg = profile.section('soups')
     src = resolve_checkpoint(profile, cfg.stage)
@@ -118,7 +118,7 @@ def seed_parents(profile: Profile, stage_dir: str | Path, report_to: Sequence[st
     if cfg.include_stage and ev['seed'] in cfg.seeds:
         raise ProfileError(profile.path, 'soups.seeds', f"seed {ev['seed']} is the {cfg.stage} adapter's own seed (include_stage is on)")
     lora, optim = from_dict(Lora, ev['lora_settings'], str(src)), from_dict(Optim, ev['optim_settings'], str(src))
-    ref = ModelRef.from_profile(profile)
+    ref = model_ref(profile)
     parents = {f"{cfg.stage}-s{ev['seed']}": Path(src)} if cfg.include_stage else {}
     for seed in cfg.seeds:
         out = soup_parent_adapter(stage_dir, f"{cfg.stage}-s{seed}")
@@ -133,8 +133,8 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
     "Every named instrument on an adapter folder that is not a stage of the run (a soup, a reseeded parent), written as the eval stage writes."
     from rsi_repro import evaluate as ev
     from rsi_repro.eval_plan import eval_plan
-    from rsi_repro.generate import ModelRef
-    ck = ev.Checkpoint(name, ModelRef.from_profile(profile, adapter), profile.serving, progress=False)
+    from rsi_repro.eval_plan import model_ref
+    ck = ev.Checkpoint(name, model_ref(profile, adapter), profile.serving, progress=False)
     plan, results = eval_plan(profile), {}
     for inst in instruments:
         if inst not in ev.INSTRUMENTS: raise KeyError(f"unknown instrument {inst!r}; known: {list(ev.INSTRUMENTS)}")
@@ -149,12 +149,12 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     "Parents, soups, their ΔW report, evaluations, paired comparisons, blinded reads and the degeneracy check."
     import pandas as pd
     from rsi_repro import evaluate as ev
-    from rsi_repro.generate import ModelRef
+    from rsi_repro.eval_plan import model_ref
     from rsi_repro.stats import ALL, compare
     from rsi_repro.soups import degeneracy, make_soups, soup_report, write_soup_evidence
     cfg, stage_dir = profile.soups, Path(stage_dir)
     parents = seed_parents(profile, stage_dir, report_to)
-    ref = ModelRef.from_profile(profile)
+    ref = model_ref(profile)
     made = make_soups(ref.base, parents, soups_dir(stage_dir), cfg.methods, cfg.svd_rank, ref.revision, ref.dtype)
     for m, folder in made.items(): write_soup_evidence(folder, m, parents, ref.base, ref.revision)
     weights = soup_report(parents, made)

@@ -12,7 +12,8 @@ from typing import Optional
 from . import layout
 from .config import Profile
 from .corpora import binarize, chat_messages, check_disjoint, read_band, row_where, write_sft_mix
-from .generate import Decode, ModelRef, generate, load_requests, load_tokenizer
+from .generate import Decode, generate, load_requests, load_tokenizer
+from .eval_plan import model_ref
 from .io import atomic_write_text, read_jsonl, sha256_file, write_jsonl
 from .layout import (ADAPTER, DECISION_FILE, EVAL_STAGES, EVIDENCE, GRID_STAGE, JUDGEMENT_FILE, arm_adapter, arm_warm_start, dpo_arm_dir, grid_table_path, outcomes_path,
                               pool_path, repair_mix_path, resolve_checkpoint, result_paths, round_mix_path, stage_adapter)
@@ -34,7 +35,7 @@ def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     epochs = {len(c.bands) for c in cfg.corpora}
     if len(epochs) != 1: raise ProfileError(profile.path, 'sft.corpora', "every corpus needs the same number of bands (one per epoch)")
     for c in cfg.corpora: check_disjoint(c.bands, c.name)
-    ref = ModelRef.from_profile(profile)
+    ref = model_ref(profile)
     tok = load_tokenizer(ref)
     stage_dir = Path(stage_dir)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
@@ -74,7 +75,7 @@ def serve_reads(profile: Profile, stage_dir: str | Path, checkpoints: dict, prom
     reqs = load_requests(profile.resolve(profile.prompts[prompt_set]))
     frames = []
     for name, adapter in checkpoints.items():
-        rows = generate(reqs, ModelRef.from_profile(profile, adapter), profile.serving, Path(stage_dir) / 'reads' / name)
+        rows = generate(reqs, model_ref(profile, adapter), profile.serving, Path(stage_dir) / 'reads' / name)
         frames.append(rows.assign(checkpoint=name))
     return pd.concat(frames, ignore_index=True)
 
@@ -119,14 +120,14 @@ def dpo_arm(profile: Profile, stage_dir: Path, name: str, beta: float, lr: float
             ) -> dict:
     "Train one DPO arm (unless its adapter is current) and audit its decoded answers; its row of the anchor audit."
     from rsi_repro.instruments.text import audit_termination
-    cfg, ref = profile.section('dpo'), ModelRef.from_profile(profile)
+    cfg, ref = profile.section('dpo'), model_ref(profile)
     out = dpo_arm_dir(stage_dir, name) / ADAPTER
     if not is_current(out, pairs_path, warm, lora, optim, ref, lr=lr, beta=beta, nll_weight=cfg.nll_weight,
                       **({'reference_sha256': sha256_file(reference)} if reference else {})):
         train_dpo(ref, profile.base.architecture, pairs_path, lora, optim, out, tag=f"dpo-{name}",
                   beta=beta, nll_weight=cfg.nll_weight, warm_start=warm, lr=lr, report_to=report_to, reference=reference)
     reqs = [{'id': r.id, 'messages': [{'role': 'user', 'content': r.prompt}]} for r in prompts.itertuples()]
-    answers = generate(reqs, ModelRef.from_profile(profile, out), profile.serving, dpo_arm_dir(stage_dir, name) / 'audit')
+    answers = generate(reqs, model_ref(profile, out), profile.serving, dpo_arm_dir(stage_dir, name) / 'audit')
     outcomes, _ = audit_termination(prompts, answers, source=f"dpo arm {name}")
     return {'arm': name, 'beta': beta, 'lr': lr, 'r': lora.r, 'alpha': lora.alpha, 'seed': optim.seed,
             'stop_rate': outcomes.stopped.mean(), 'tool_leak_rate': outcomes.tool_leak.mean(), 'n': len(outcomes)}
@@ -140,7 +141,7 @@ def dpo_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',
     pairs_path = stage_dir / 'pairs.jsonl'
     n_pairs = write_preference_pairs(profile, pairs_path)
     warm = str(stage_adapter(profile, cfg.warm_start)) if cfg.warm_start else None
-    reference = dpo_reference(ModelRef.from_profile(profile), profile.base.architecture, pairs_path, cfg.lora, cfg.optim,
+    reference = dpo_reference(model_ref(profile), profile.base.architecture, pairs_path, cfg.lora, cfg.optim,
                               warm_start=warm, batch_size=cfg.reference_batch)   # once: every arm's step 0 (a new LoRA adds nothing)
     prompts = audit_prompts(profile)
     arm = lambda name, beta, lr, lora, optim: dpo_arm(profile, stage_dir, name, beta, lr, lora, optim, pairs_path, warm, prompts,
@@ -172,7 +173,7 @@ def repair_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboar
     cfg = profile.section('repair')
     stage_dir = Path(stage_dir)
     parent = resolve_checkpoint(profile, cfg.warm_start)
-    model = ModelRef.from_profile(profile, parent)
+    model = model_ref(profile, parent)
     pool = read_run_pool(profile, cfg.pool)
     rr = rejection_round(pool, model, profile.serving, cfg.sampling, repair_mix_path(stage_dir).parent, load_tokenizer(model),
                          cfg.optim.seq_len, draws=1, pool_name=cfg.pool)
@@ -187,7 +188,7 @@ def train_repair(profile_path: str, stage_dir: str, mix_path: str, report_to=('t
     from rsi_repro.config import load_profile
     profile = load_profile(profile_path)
     cfg, parent = profile.repair, resolve_checkpoint(profile, profile.repair.warm_start)
-    ref, out, warm = ModelRef.from_profile(profile), Path(stage_dir) / ADAPTER, str(parent) if parent else None
+    ref, out, warm = model_ref(profile), Path(stage_dir) / ADAPTER, str(parent) if parent else None
     if is_current(out, mix_path, warm, cfg.lora, cfg.optim, ref, tag='repair'): return json.loads((out / EVIDENCE).read_text())
     return train_sft(ref, profile.base.architecture, mix_path, cfg.lora, cfg.optim, out, tag='repair', warm_start=warm,
                      report_to=list(report_to))
@@ -220,7 +221,7 @@ def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
     from rsi_repro.rejection import rejection_round
     r = profile.rounds
     parent = resolve_checkpoint(profile, r.sample_from)
-    model = ModelRef.from_profile(profile, parent)
+    model = model_ref(profile, parent)
     tok = load_tokenizer(model)
     out = {}
     for pool_name in sorted({a.pool for a in r.arms}):
@@ -259,10 +260,10 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     warm = resolve_checkpoint(profile, arm_warm_start(profile, arm))
     mix = round_mix_path(stage_dir, arm.pool, arm.mix)
     out = arm_adapter(stage_dir, arm.name)
-    if is_current(out, mix, str(warm) if warm else None, r.lora, r.optim, ModelRef.from_profile(profile),
+    if is_current(out, mix, str(warm) if warm else None, r.lora, r.optim, model_ref(profile),
                   steps=arm.steps, seed=arm.seed, lr=arm.lr or r.optim.lr):
         return json.loads((out / EVIDENCE).read_text())
-    return train_sft(ModelRef.from_profile(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
+    return train_sft(model_ref(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
 
 def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple]) -> dict:

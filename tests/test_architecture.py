@@ -31,10 +31,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runner", ("stage_keys", "stage_folders", "pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
 ]
 # Below the stages, a profile is read only by its own modules and by the run folder's layout; every other module takes
-# what a stage resolved from it (a section, a path, an `EvalPlan`, a `RunView`). PENDING: functions that still take one,
-# each with where it goes (`ModelRef.from_profile`: to the stages layer, when `generate` is split).
+# what a stage resolved from it (a section, a path, a `ModelRef`, an `EvalPlan`, a `RunView`). PENDING: functions that
+# still take one, each with where it goes (none today).
 PROFILE_READERS = ("config", "profile_sections", "layout")
-PENDING = {"generate": {"from_profile"}}
+PENDING: dict[str, set[str]] = {}
 MODEL_FREE = [m for _, ms in LAYERS[:4] for m in ms]     # import without torch, transformers, peft, trl or pandas
 TORCH_FREE = [m for _, ms in LAYERS[:5] for m in ms]     # import without torch, transformers, peft or trl
 ML_STACK = ("torch", "transformers", "peft", "trl")

@@ -9,7 +9,8 @@ import pytest
 from rsi_repro.config import load_profile
 from rsi_repro.evals import read_evals
 from rsi_repro.corpora import write_sft_mix
-from rsi_repro.generate import ModelRef, load_tokenizer
+from rsi_repro.generate import load_tokenizer
+from rsi_repro.eval_plan import model_ref
 from rsi_repro.eval_plan import math_inputs, training_corpora
 from rsi_repro.instruments.math import math_problems
 from rsi_repro.io import write_jsonl
@@ -49,7 +50,7 @@ def run(tmp_path_factory):
         dpo=dataclasses.replace(base.dpo, corpus=dataclasses.replace(base.dpo.corpus, source=str(dpo), bands=(
             dataclasses.replace(base.dpo.corpus.bands[0], start=0, stop=3),)), audit=dataclasses.replace(base.dpo.audit, start=3, stop=4)),
         evals=read_evals({'math': {'sources': [{'source': str(tmp / 'math.jsonl'), 'kind': 'prompt_set'}]}}))
-    tok = load_tokenizer(ModelRef.from_profile(profile))
+    tok = load_tokenizer(model_ref(profile))
     mixes = {'repair': repair_mix_path(profile.run_dir / 'repair'),
              'single': round_mix_path(profile.run_dir / 'rounds', 'r6', 'single'),
              'double': round_mix_path(profile.run_dir / 'rounds', 'r6', 'double')}

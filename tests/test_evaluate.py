@@ -9,7 +9,8 @@ from rsi_repro.config import load_profile
 from rsi_repro.evals import read_evals
 from rsi_repro.typed import ProfileError
 from rsi_repro.corpora import chat_messages, read_band
-from rsi_repro.generate import ModelRef, load_tokenizer
+from rsi_repro.generate import load_tokenizer
+from rsi_repro.eval_plan import model_ref
 from rsi_repro.io import read_jsonl, write_jsonl
 from rsi_repro.layout import adjudication_sheet, result_paths
 from rsi_repro.pools import build_pools, write_pool
@@ -92,7 +93,7 @@ def _span_tokens(tok, text, start, length):
 
 def test_decontamination_drops_a_planted_problem_and_records_its_shingle(tmp_path):
     profile = load_profile(ROOT / 'configs/tiny.yaml')
-    tok = load_tokenizer(ModelRef.from_profile(profile))
+    tok = load_tokenizer(model_ref(profile))
     corpus = profile.sft.corpora[0]
     rows = read_band(corpus, corpus.bands[1], profile.root)
     text_of = lambda r: '\n'.join(m['content'] for m in chat_messages(r, 'test'))

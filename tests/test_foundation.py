@@ -90,11 +90,12 @@ KILL_SCRIPT = DIE_MID_SHARD + """
 import sys
 from dataclasses import replace
 from rsi_repro.config import load_profile
-from rsi_repro.generate import ModelRef, generate, load_requests
+from rsi_repro.generate import generate, load_requests
+from rsi_repro.eval_plan import model_ref
 
 p = load_profile(sys.argv[1])
 reqs = load_requests(p.resolve(p.prompts['serve']))
-generate(reqs, ModelRef.from_profile(p), replace(p.serving, shard_size=2, max_new_tokens=16), sys.argv[2], progress=False)
+generate(reqs, model_ref(p), replace(p.serving, shard_size=2, max_new_tokens=16), sys.argv[2], progress=False)
 """
 
 def test_generation_killed_part_way_resumes_with_every_row_once(tmp_path):

@@ -100,7 +100,8 @@ import os, signal, sys
 from dataclasses import replace
 import rsi_repro.generate as g
 from rsi_repro.config import load_profile
-from rsi_repro.generate import ModelRef, generate, load_requests
+from rsi_repro.generate import generate, load_requests
+from rsi_repro.eval_plan import model_ref
 written, kill_at = [], int(sys.argv[3])
 real = g.write_jsonl
 def dying(path, rows):
@@ -110,7 +111,7 @@ g.write_jsonl = dying
 if __name__ == '__main__':
     p = load_profile(sys.argv[1])
     reqs = load_requests(p.resolve(p.prompts['serve']))
-    generate(reqs, ModelRef.from_profile(p), replace(p.serving, shard_size=1, max_new_tokens=12), sys.argv[2], progress=False)
+    generate(reqs, model_ref(p), replace(p.serving, shard_size=1, max_new_tokens=12), sys.argv[2], progress=False)
 """
 
 @pytest.mark.slow

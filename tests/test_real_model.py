@@ -52,11 +52,12 @@ def test_the_study_template_and_the_harness_decode_render_as_they_should(finishe
     "The study's prompts carry its system prompt in its template; the harness decode the model's own default system turn."
     from rsi_repro.chat import render
     from rsi_repro.generate import ModelRef, load_tokenizer
+    from rsi_repro.eval_plan import model_ref
     profile, _, _ = finished
     plans = {json.loads(p.read_text()).get('template', 'study'): p for p in (profile.run_dir / 'eval' / 'base').rglob('plan.json')}
     harness = json.loads(plans['base'].read_text())
     assert harness['system_prompt'] is None and harness['decode']['max_new_tokens'] == profile.evals.ifeval_harness.max_new_tokens
-    ref = ModelRef.from_profile(profile)
+    ref = model_ref(profile)
     own, study = load_tokenizer(ModelRef(ref.base, template='base')), load_tokenizer(ref)
     msg = [{'role': 'user', 'content': 'Write a haiku about rivers.'}]
     assert render(msg, own, 512, None).text.startswith('<|im_start|>system\nYou are a helpful AI assistant named SmolLM')

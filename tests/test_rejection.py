@@ -21,13 +21,13 @@ SAMPLER = DIE_MID_SHARD + """
 import json, sys
 from dataclasses import replace
 from rsi_repro.config import Sampling, load_profile
-from rsi_repro.generate import ModelRef
+from rsi_repro.eval_plan import model_ref
 from rsi_repro.rejection import sample_pool
 
 p = load_profile(sys.argv[1])
 pool = json.loads(open(sys.argv[4]).read())
 sampling = Sampling(k=3, temperature=1.0, top_p=0.95, seed=5, max_new_tokens=12)
-sample_pool(pool, ModelRef.from_profile(p), replace(p.serving, shard_size=3), sampling, sys.argv[2], progress=False)
+sample_pool(pool, model_ref(p), replace(p.serving, shard_size=3), sampling, sys.argv[2], progress=False)
 """
 
 def test_sampler_killed_part_way_loses_and_duplicates_nothing(tmp_path):
@@ -47,10 +47,11 @@ def test_sampler_killed_part_way_loses_and_duplicates_nothing(tmp_path):
 
 def test_nothing_passing_the_checker_stops_with_a_clear_message(tmp_path):
     from rsi_repro.generate import ModelRef, load_tokenizer
+    from rsi_repro.eval_plan import model_ref
     from rsi_repro.rejection import NothingKept, rejection_round
     p = load_profile(TINY)
     impossible = [{**r, 'families': ['min_words'], 'constraints': [{'id': 'min_words', 'kwargs': {'n': 500}}]} for r in POOL[:4]]
-    ref = ModelRef.from_profile(p)
+    ref = model_ref(p)
     with pytest.raises(NothingKept, match="no sample of pool r9 passed the checker"):
         rejection_round(impossible, ref, replace(p.serving, shard_size=4), Sampling(k=2, temperature=1.0, top_p=1.0, seed=0, max_new_tokens=8),
                         tmp_path, load_tokenizer(ref), 256, pool_name='r9')

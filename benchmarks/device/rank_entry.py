@@ -21,7 +21,7 @@ def out_dir(argv):
 
 def dpo(argv):
     from rsi_repro.config import ProfileError, load_profile
-    from rsi_repro.generate import ModelRef
+    from rsi_repro.eval_plan import model_ref
     from rsi_repro.train import train_dpo
     ap = argparse.ArgumentParser(prog='rank_entry.py dpo')
     ap.add_argument('profile'); ap.add_argument('--pairs', required=True); ap.add_argument('--out', required=True)
@@ -34,7 +34,7 @@ def dpo(argv):
     if profile.dpo is None: raise ProfileError(profile.path, 'dpo', 'this profile has no such section')
     over = {k: v for k, v in (('micro_batch', a.micro_batch), ('grad_accum', a.grad_accum)) if v is not None}
     optim = replace(profile.dpo.optim, **over, **({'bf16': True} if a.bf16 else {}))
-    ref = ModelRef.from_profile(profile)
+    ref = model_ref(profile)
     if a.base: ref = replace(ref, base=str(Path(a.base).resolve()))
     beta = a.beta if a.beta is not None else profile.dpo.grid[0].beta
     ev = train_dpo(ref, profile.base.architecture, a.pairs, profile.dpo.lora, optim, a.out, tag=a.tag, beta=beta,
