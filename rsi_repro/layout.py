@@ -12,17 +12,19 @@ from .config import Profile
 from .io import read_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE', 'PREREGISTER_STAGE',
-           'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'SOUP_PREFIX', 'MATH_PROBLEMS', 'BLIND_SHEET',
-           'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of', 'pool_path',
-           'seal_path', 'decision_path', 'judgement_path', 'grid_table_path', 'stage_adapter', 'rounds_dir',
-           'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir', 'soup_adapter', 'soups_eval_dir',
-           'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of', 'older_of',
-           'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet', 'adjudication_sheets',
-           'refused_labels_path', 'pair_read_files', 'manifest_near', 'recorded_sha256']
+__all__ = ['MANIFEST', 'RUN_TIMES', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE',
+           'PREREGISTER_STAGE', 'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'SOUP_PREFIX',
+           'MATH_PROBLEMS', 'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of',
+           'stage_dirs_of', 'pool_path', 'seal_path', 'decision_path', 'judgement_path', 'grid_table_path',
+           'stage_adapter', 'rounds_dir', 'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir',
+           'soup_adapter', 'soups_eval_dir', 'repair_mix_path', 'round_mix_path', 'resolve_checkpoint',
+           'arm_warm_start', 'parent_of', 'older_of', 'result_paths', 'outcomes_path', 'generations_dir', 'math_dir',
+           'adjudication_sheet', 'adjudication_sheets', 'refused_labels_path', 'pair_read_files', 'manifest_near',
+           'recorded_sha256']
 
 # %% ../nbs/00d_layout.ipynb #c005
 MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_repro.pipeline)
+RUN_TIMES = 'run_times.jsonl'           # the run folder's log of every stage a run reached: status and wall seconds
 SEAL_FILE = 'promotion.seal.json'       # the sealed promotion rule (rsi_repro.preregister)
 DECISION_FILE = 'decision.json'         # the sealed rule's verdict, and a person's override beside it (the decide stage)
 JUDGEMENT_FILE = 'judgement.json'       # the reads beside the verdict: pooled, SE, the grid's prior and seed spread, failure reasons

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from .compute import compute_environment, launch_plan
 from .config import Profile, Stage, load_profile
-from .layout import MANIFEST, SEAL_FILE
+from .layout import MANIFEST, RUN_TIMES, SEAL_FILE
 from .io import atomic_write_text, environment, package_versions, portable, sha256_file, sha256_json, timed
 from .manifests import content_sha256, output_hashes, read_manifest, with_hashes
 from .stage_keys import (ALWAYS, KEY_SCHEME, MARKER, PLANS, PROFILE_FILE, REFUSALS, RUNNER_PARAMS, SERVES, STAGE_READS,
@@ -381,6 +381,16 @@ def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
                                                      ('blocked', sum(s.action == 'blocked' for s in steps))) if v))
     return '\n'.join(lines)
 
+# %% ../nbs/90_pipeline.ipynb #p002t
+def _time_log(run_dir: Path):
+    "A writer of this run's rows of `<run>/run_times.jsonl`: (stage, status, seconds) -> one appended line."
+    began = datetime.now(timezone.utc).isoformat(timespec='seconds')
+    def note(stage: str, status: str, seconds: float) -> None:
+        row = {'run_began': began, 'stage': stage, 'status': status, 'seconds': round(seconds, 2)}
+        with open(Path(run_dir) / RUN_TIMES, 'a', encoding='utf-8') as f: f.write(json.dumps(row) + '\n')
+    return note
+
+
 # %% ../nbs/90_pipeline.ipynb #p002i
 def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence[str] = (), arms: Sequence[str] = (),
         log=print) -> list[StageResult]:
@@ -388,20 +398,22 @@ def run(profile: Profile | str | Path, only: Sequence[str] = (), force: Sequence
     profile = _request(profile, only, force, arms)
     cache, results, unfinished, engines = {}, [], set(), RunEngines(profile)
     with run_lock(profile.run_dir, log), closing(engines):
+        note = _time_log(profile.run_dir)
         _refuse_stale(profile, only, cache)
         if left := leftover_kernel_files(profile.run_dir):          # a killed runner's kernel sockets and connection files
             log(f"removed {len(left)} socket(s) and connection file(s) a killed runner of {portable(profile.run_dir)} left")
         if any('base' in stage_reads(s).sections for s in profile.stages if not only or s.name in only):
             from rsi_repro.bases import prepare_base
-            prepare_base(_base_source(profile), profile.run_dir, log)
+            t0 = time.time(); prepare_base(_base_source(profile), profile.run_dir, log); note('base', 'ready', time.time() - t0)
         for stage in profile.stages:
             if only and stage.name not in only: continue
             if waits := [u for u in upstream_stages(profile, stage) if u in unfinished]:
                 unfinished.add(stage.name)
                 log(f"[{stage.name}] waits: {', '.join(waits)} ran for some arms only")
                 results.append(StageResult(stage.name, 'waiting', 0.0, str(profile.run_dir / stage.name))); continue
+            t0 = time.time()
             r = run_stage(profile, stage, force='all' in force or stage.name in force, arms=arms if stage.takes_arms else (),
                           log=log, cache=cache, engines=engines)
             if r.status == 'partial': unfinished.add(stage.name)
-            results.append(r)
+            results.append(r); note(stage.name, r.status, time.time() - t0)
     return results

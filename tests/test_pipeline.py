@@ -32,6 +32,10 @@ def test_every_stage_runs_and_leaves_notebook_and_manifest(profile_path, first_r
         for rel, digest in m['outputs'].items():                      # the manifest hashes what is on disk
             assert sha256_file(prof.run_dir / s.name / rel) == digest
         assert set(m['versions']) >= {'python', 'torch', 'transformers', 'peft', 'trl', 'papermill'}
+    times = [json.loads(l) for l in (prof.run_dir / 'run_times.jsonl').read_text().splitlines()]
+    first = [t for t in times if t['run_began'] == times[0]['run_began']]       # the run from scratch: every stage, timed
+    assert [(t['stage'], t['status']) for t in first] == [('base', 'ready')] + [(s.name, 'ran') for s in prof.stages]
+    assert all(t['seconds'] > 0 for t in first[1:])
 
 
 def test_adapters_evidence_names_the_file_it_was_trained_on(profile_path, first_run):
