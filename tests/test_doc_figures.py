@@ -1,7 +1,7 @@
 """Figures in the README and benchmarks/RESULTS.md are written from their result files (tools/doc_figures.py, between
 `<!-- fig FILE:FIELD FORMAT -->` marks) and checked against them: an edit to either side, without the other, is named."""
 import json
-import pytest, shutil, sys
+import pytest, shutil, subprocess, sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,3 +55,9 @@ def test_the_readmes_estimate_blocks_are_what_the_command_prints(args):
     out = subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'estimate', *args, 'configs/nemotron.yaml'], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert quoted == out, f"README's block for estimate {' '.join(args)} is not what the command prints: paste the command's output there"
+
+
+def test_the_estimate_summary_the_readme_quotes_is_what_the_estimate_gives_today():
+    "benchmarks/results/estimate_nemotron.json (the README's prose about the price) is rebuilt from `rsi-repro estimate` and compared."
+    done = subprocess.run([sys.executable, 'tools/estimate_summary.py', '--check'], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
