@@ -53,13 +53,14 @@ def math_inputs(profile: Profile) -> MathInputs:
 
 # %% ../nbs/35a_eval_plan.ipynb #e008
 def eval_plan(profile: Profile,
-              with_base: bool = True,   # resolve the base as the run serves it: needed to build the math problems
+              with_base: bool = True,   # resolve what the math problems are built from: the base as the run serves it and
+                                        # what the run trains on (the training stages' sections, read only when math is)
               ) -> EvalPlan:
     "What the instruments read of the profile's run (`rsi_repro.evaluate.EvalPlan`)."
     return EvalPlan(serving=profile.serving, evals=profile.evals, root=Path(profile.root),
                     pools={name: pool_path(profile, name) for name in ('h6', 'probe2')},
                     base=model_ref(profile) if with_base else None,
-                    training=training_sources(profile), where=profile.path)
+                    training=training_sources(profile) if with_base else None, where=profile.path)
 
 def checkpoint(profile: Profile, name: str, backend_obj=None, progress: bool = True) -> Checkpoint:
     "The checkpoint `name` of the profile's run ('base', a stage, an arm or a soup), served with the profile's settings."
@@ -84,7 +85,7 @@ def evaluate_checkpoint(profile: Profile,
     "Every instrument on the profile's checkpoint `name`, loaded at most once (`rsi_repro.evaluate.evaluate_checkpoint`)."
     names = ev.known_instruments(eval_instruments(profile) if instruments is None else instruments)   # before any loading
     ck = checkpoint(profile, name, backend_obj, progress)
-    return ev.evaluate_checkpoint(eval_plan(profile), ck, out_dir, names)
+    return ev.evaluate_checkpoint(eval_plan(profile, with_base='math' in names), ck, out_dir, names)
 
 # %% ../nbs/35a_eval_plan.ipynb #e011
 def generation_set(profile: Profile, name: str, out_dir: str | Path) -> tuple[pd.DataFrame, list[dict]]:

@@ -57,7 +57,8 @@ class EvalPlan:
     root: Path = Path('.')                                   # the folder a relative path in `evals` is read from (the project root)
     pools: Mapping[str, Path] = field(default_factory=dict)  # {'h6' or 'probe2': the file the pools stage writes}
     base: ModelRef | None = None                             # the base as the run serves it: the math problems' tokenizer
-    training: TrainingSources = field(default_factory=TrainingSources)  # what the run trains on (math is decontaminated against it)
+    training: TrainingSources | None = field(default_factory=TrainingSources)  # what the run trains on (math is decontaminated
+                                                                          # against it); None: not resolved
     where: str = ''                                          # named in errors (the profile's path)
 
     def resolve(self, path: str | Path) -> Path: return resolve_path(path, self.root)
@@ -78,6 +79,8 @@ class EvalPlan:
 
     def math_inputs(self) -> MathInputs:
         "What the run's math problems are built from (`rsi_repro.instruments.math.MathInputs`)."
+        if self.training is None:   # never decontaminate against nothing: the plan was made without what the run trains on
+            raise ValueError(f"{self.where}: the math problems need what the run trains on, and this plan was made without it")
         return MathInputs(self.evals.math, self.root, self.training, self.where)
 
 # %% ../nbs/46_evaluate.ipynb #c007

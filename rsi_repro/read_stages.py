@@ -135,7 +135,7 @@ def evaluate_adapter(profile: Profile, name: str, adapter: str | Path, out_dir: 
     from rsi_repro.eval_plan import eval_plan
     from rsi_repro.eval_plan import model_ref
     ck = ev.Checkpoint(name, model_ref(profile, adapter), profile.serving, progress=False)
-    plan, results = eval_plan(profile), {}
+    plan, results = eval_plan(profile, with_base='math' in instruments), {}
     for inst in instruments:
         if inst not in ev.INSTRUMENTS: raise KeyError(f"unknown instrument {inst!r}; known: {list(ev.INSTRUMENTS)}")
         outcomes, summary = ev.INSTRUMENTS[inst].run(plan, ck, Path(out_dir) / name)
