@@ -383,11 +383,13 @@ def format_plan(profile: Profile, steps: Sequence[StagePlan]) -> str:
 
 # %% ../nbs/90_pipeline.ipynb #p002t
 def _time_log(run_dir: Path):
-    "A writer of this run's rows of `<run>/run_times.jsonl`: (stage, status, seconds) -> one appended line."
-    began = datetime.now(timezone.utc).isoformat(timespec='seconds')
+    "A writer of this run's rows of `<run>/run_times.jsonl`: (stage, status, seconds), appended once a stage runs."
+    began, pending = datetime.now(timezone.utc).isoformat(timespec='seconds'), []
     def note(stage: str, status: str, seconds: float) -> None:
-        row = {'run_began': began, 'stage': stage, 'status': status, 'seconds': round(seconds, 2)}
-        with open(Path(run_dir) / RUN_TIMES, 'a', encoding='utf-8') as f: f.write(json.dumps(row) + '\n')
+        pending.append({'run_began': began, 'stage': stage, 'status': status, 'seconds': round(seconds, 2)})
+        if status in ('ran', 'partial'):      # a run that changes nothing (all skipped, or refused) writes nothing
+            with open(Path(run_dir) / RUN_TIMES, 'a', encoding='utf-8') as f: f.write(''.join(json.dumps(r) + '\n' for r in pending))
+            pending.clear()
     return note
 
 
