@@ -4,7 +4,7 @@
 
 # %% ../nbs/00f_nodes.ipynb #n002
 from __future__ import annotations
-import os, re, signal, socket, subprocess, sys, tempfile, time
+import os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -128,10 +128,10 @@ def _stop(procs: Sequence[subprocess.Popen]) -> None:
             p.wait()
 
 def _loopback(argv_for: Callable[[int], list[str]], nodes: Nodes, env: dict, meet: Path, grace: float) -> NodeFailure | None:
-    procs, logs = [], [meet / f"node-{i}.log" for i in range(nodes.count)]
+    procs, logs, scratches = [], [meet / f"node-{i}.log" for i in range(nodes.count)], []
     try:
         for i in range(nodes.count):
-            scratch = tempfile.mkdtemp(prefix=f"rsi-repro-node{i}-")
+            scratch = tempfile.mkdtemp(prefix=f"rsi-repro-node{i}-"); scratches.append(scratch)
             with open(logs[i], 'w') as out:
                 procs.append(subprocess.Popen(argv_for(i), env={**env, NODE_ENV: f"{i}/{nodes.count}", 'TMPDIR': scratch},
                                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
@@ -146,7 +146,9 @@ def _loopback(argv_for: Callable[[int], list[str]], nodes: Nodes, env: dict, mee
             failed = [(p.returncode >= 0, i) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
             first = min(failed)[1] if failed else None
         return None if first is None else NodeFailure(first, procs[first].returncode, logs[first])
-    finally: _stop(procs)
+    finally:
+        _stop(procs)
+        for scratch in scratches: shutil.rmtree(scratch, ignore_errors=True)   # a node's temporary files die with it, as on a real node
 
 # %% ../nbs/00f_nodes.ipynb #n016
 _SRUN_ERROR = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.+)")
