@@ -93,9 +93,28 @@ def test_a_free_standing_stage_runs_by_hand_with_only_its_stage_dir(name, tmp_pa
     assert nb['metadata']['papermill']['exception'] is None and any((tmp_path / name).iterdir())
 
 
+def cached_work(stage_dir: Path) -> dict:
+    """The files a stage reuses instead of redoing its work (trained adapters, generation shards), with their modification
+    times. The soups themselves are not among them: averaging is cheap and is redone on every run of the stage."""
+    from rsi_repro.layout import soups_dir
+    return {p.relative_to(stage_dir).as_posix(): p.stat().st_mtime_ns
+            for pattern in ('adapter_model.safetensors', 'shard-*.jsonl') for p in stage_dir.rglob(pattern)
+            if soups_dir(stage_dir) not in p.parents}
+
+
 @pytest.mark.study
 @pytest.mark.parametrize('name', [s for s in STAGES if s not in FREE_STANDING])
 def test_every_stage_runs_by_hand_on_the_demo_run_with_only_its_stage_dir(name, tmp_path):
-    "On the finished demo run (`make test-study` makes it), each stage notebook runs with nothing but `-p stage_dir`."
+    """On the finished demo run (`make test-study` makes it), each stage notebook runs with nothing but `-p stage_dir`, in
+    a copy of the demo's folder of that stage: it resolves the same profile, upstream stages and inputs as the pipeline
+    did, so every adapter and generation shard the demo left is found current and reused, none rewritten (a wrong
+    path or setting would make them stale and redo the work; the work itself is what `make demo` has just run)."""
+    import shutil
+    demo = load_profile(ROOT / 'configs/tiny.yaml').run_dir / name
+    shutil.copytree(demo, tmp_path / name)                     # copy2: modification times kept
+    before = cached_work(tmp_path / name)
     nb = run_by_hand(name, tmp_path)
     assert nb['metadata']['papermill']['exception'] is None and any((tmp_path / name).iterdir())
+    after = cached_work(tmp_path / name)
+    assert {k: after.get(k) for k in before} == before, f"{name} by hand redid work the demo run had done: " \
+        f"{sorted(k for k in before if after.get(k) != before[k])}"
