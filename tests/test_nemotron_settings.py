@@ -1,5 +1,7 @@
 """configs/nemotron.yaml says which settings are the card's: every project choice is marked 'not in the card' on its line,
-every card number is the card's, and every setting is one or the other (or wiring). The lists: tests/nemotron_settings.yaml."""
+every card number is the card's, and every setting is one or the other (or wiring). The lists: tests/nemotron_settings.yaml.
+A setting the profile does not write is resolved from the library's defaults when the profile loads: each of those is
+listed, with the value it resolves to, in the same file's `defaults` table, and the loaded profile must resolve exactly that."""
 import math
 import re
 from fnmatch import fnmatchcase
@@ -8,6 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rsi_repro.config import load_profile
+from rsi_repro.typed import to_dict
+
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "configs" / "nemotron.yaml"
 FIXTURE = Path(__file__).with_name("nemotron_settings.yaml")
@@ -15,7 +20,7 @@ MARK = "not in the card"
 
 
 def leaves(node, path=()):
-    "(dotted key, value, 0-based line of the key) for every setting; a list of scalars is one setting."
+    "(dotted key, value, 0-based line of the key) for every setting; a list of scalars (or an empty mapping) is one setting."
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
             yield from _leaf_or_walk(v, path + (k.value,), k.start_mark.line)
@@ -25,7 +30,7 @@ def leaves(node, path=()):
 
 
 def _leaf_or_walk(v, path, line):
-    if isinstance(v, yaml.MappingNode) or (isinstance(v, yaml.SequenceNode) and any(
+    if (isinstance(v, yaml.MappingNode) and v.value) or (isinstance(v, yaml.SequenceNode) and any(
             isinstance(x, (yaml.MappingNode, yaml.SequenceNode)) for x in v.value)):
         yield from leaves(v, path)
     else:
@@ -102,6 +107,61 @@ def wrong_numbers(settings, lines, fx):
     return wrong + [f"{k}: listed as a card number in {FIXTURE.name} but not set" for k in card if "*" not in k and k not in settings]
 
 
+def resolved(node, path=()):
+    """(dotted key, value) for every setting of a loaded profile's plain data (`rsi_repro.typed.to_dict`), walked as `leaves`
+    walks the YAML: mappings and lists of mappings or lists by key and index, a list of scalars or an empty mapping one setting."""
+    if isinstance(node, dict) and node:
+        for k, v in node.items(): yield from resolved(v, path + (str(k),))
+    elif isinstance(node, list) and any(isinstance(x, (dict, list)) for x in node):
+        for i, v in enumerate(node): yield from resolved(v, path + (str(i),))
+    else:
+        yield ".".join(path), node
+
+
+def written(key, settings):
+    "Whether the profile writes `key`: on its own line, or inside a mapping or list written whole (`vllm: {...}`, `targets: [...]`)."
+    parts = key.split(".")
+    return any(".".join(parts[:i]) in settings for i in range(1, len(parts) + 1))
+
+
+def same_default(a, b):
+    "`same`, with true and false told apart from 1 and 0."
+    if isinstance(a, bool) or isinstance(b, bool): return a is b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)): return same(a, b)
+    return type(a) is type(b) and a == b
+
+
+def listed(key, defaults):
+    "The `defaults` entry that lists `key`: its own, else the first pattern matching it (None: not listed)."
+    return key if key in defaults else next((p for p in defaults if "*" in p and matches(key, [p])), None)
+
+
+def unlisted_defaults(values, settings, fx):
+    """Each setting the loaded profile resolves (`values`, {dotted key: value}) that the profile does not write (`settings`)
+    and that is not wiring: one not in the `defaults` table, one whose value differs from the table's, and each table entry
+    that lists no such setting (written in the profile now, or gone from the library)."""
+    table, bad, used = fx["defaults"], [], set()
+    for k, v in values.items():
+        if written(k, settings) or matches(k, fx["wiring"]):
+            continue
+        entry = listed(k, table)
+        if entry is None:
+            bad.append(f"{k} = {v!r}: resolved from the library's default, neither written in {PROFILE.name} nor listed "
+                       f"in {FIXTURE.name}'s defaults")
+            continue
+        used.add(entry)
+        if not same_default(v, table[entry]["value"]):
+            bad.append(f"{k}: the profile resolves {v!r}, {FIXTURE.name}'s defaults list {table[entry]['value']!r}")
+    return bad + [f"{p}: listed in {FIXTURE.name}'s defaults but no unwritten setting of {PROFILE.name} is {p}"
+                  for p in table if p not in used]
+
+
+@pytest.fixture(scope="module")
+def values():
+    "{dotted key: value} of every setting configs/nemotron.yaml resolves when it loads."
+    return dict(resolved(to_dict(load_profile(PROFILE))))
+
+
 def test_every_setting_is_classified(profile, fixture):
     missing = unclassified(profile[0], fixture)
     assert not missing, (f"{PROFILE.name}: settings that are neither a card number, a project choice nor wiring in "
@@ -118,6 +178,13 @@ def test_card_numbers_are_the_cards(profile, fixture):
     assert not bad, bad
 
 
+def test_every_default_the_profile_resolves_is_listed_with_its_value(profile, fixture, values):
+    settings, _ = profile
+    assert "extends" not in settings, f"{PROFILE.name} extends another profile: its written settings are in two files"
+    bad = unlisted_defaults(values, settings, fixture)
+    assert not bad, f"settings {PROFILE.name} resolves without writing them: {bad}"
+
+
 def test_stage4_effective_batch_is_the_cards_48(profile):
     settings, _ = profile
     assert settings["rounds.optim.micro_batch"][0] * settings["rounds.optim.grad_accum"][0] == 48   # "effective batch 48 examples/step"
@@ -132,6 +199,29 @@ def test_the_checks_catch_an_unmarked_choice_a_wrong_number_and_a_new_setting(fi
     assert [u.split(": ")[1] for u in unmarked(settings, lines, fixture)] == ["pools.seed"]
     assert [w.split(": ")[1].split(" =")[0] for w in wrong_numbers(settings, lines, fixture)] == ["repair.optim.steps"]
     assert unclassified(settings, fixture) == ["serving.colour"]
+
+
+def test_the_defaults_check_catches_a_missing_entry_a_changed_value_a_new_default_and_a_stale_entry(profile, fixture, values):
+    settings, _ = profile
+    table = fixture["defaults"]
+    assert table["rounds.optim.weight_decay"] == {"value": 0.0} and table["soups.svd_rank"] == {"value": None}
+    missing = {k: v for k, v in table.items() if k != "rounds.optim.weight_decay"}
+    bad = unlisted_defaults(values, settings, {**fixture, "defaults": missing})
+    assert len(bad) == 1 and bad[0].startswith("rounds.optim.weight_decay = 0.0: ") and "neither written" in bad[0]
+    changed = {**table, "soups.svd_rank": {"value": 768}}
+    bad = unlisted_defaults(values, settings, {**fixture, "defaults": changed})
+    assert bad == [f"soups.svd_rank: the profile resolves None, {FIXTURE.name}'s defaults list 768"]
+    assert unlisted_defaults({**values, "serving.vllm.new_knob": 3}, settings, fixture)[0].startswith("serving.vllm.new_knob = 3: ")
+    assert unlisted_defaults(values, settings, {**fixture, "defaults": {**table, "serving.temperature": {"value": 0.0}}}) == [
+        f"serving.temperature: listed in {FIXTURE.name}'s defaults but no unwritten setting of {PROFILE.name} is serving.temperature"]
+    assert not same_default(1, True) and not same_default(0.0, None) and same_default(0.01, 0.010000000000000002)
+
+
+def test_resolved_walks_as_leaves_walks_the_yaml():
+    data = {"a": {"b": 1, "c": [1, 2], "d": [{"e": None}], "f": {}}}
+    assert dict(resolved(data)) == {"a.b": 1, "a.c": [1, 2], "a.d.0.e": None, "a.f": {}}
+    assert dict(resolved(data)) == {k: v for k, v, _ in leaves(yaml.compose(yaml.safe_dump(data)))}
+    assert written("serving.vllm.enforce_eager", {"serving.vllm": ({}, 0)}) and not written("serving.vll", {"serving.vllm": ({}, 0)})
 
 
 def test_path_patterns():
