@@ -4,16 +4,16 @@
 
 # %% ../nbs/00a_io.ipynb #c002
 from __future__ import annotations
-import hashlib, json, os, platform, tempfile, time
+import errno, hashlib, json, os, platform, tempfile, time
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['PROJECT_MARK', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root', 'DataError',
-           'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text', 'publishable',
-           'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files',
+__all__ = ['PROJECT_MARK', 'DISK_FULL', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root',
+           'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text',
+           'publishable', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files',
            'package_versions', 'library_root', 'library_sha256', 'package_data', 'MissingPackageFile', 'package_path',
            'resolve_path', 'timed', 'environment']
 
@@ -92,6 +92,8 @@ def read_json(path: str | Path, error: type = DataError):
     except json.JSONDecodeError as e: raise error(f"{portable(path)}:{e.lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
 
 # %% ../nbs/00a_io.ipynb #c004d
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)     # a full disk or quota: the machine's state, said in one line naming the file
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write `text` to `path` through a temporary file and a rename, so readers never see half a file."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,8 +102,10 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
         os.fchmod(fd, 0o644)                                  # mkstemp makes 0600 files
         with os.fdopen(fd, 'w', encoding='utf-8') as f: f.write(text); f.flush(); os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True); raise
+    except BaseException as e:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.errno in DISK_FULL and not e.filename: raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
     return path
 
 def publishable(folder: str | Path) -> None:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_pipeline.ipynb #c002
 from __future__ import annotations
-import json, os, re, time
+import json, os, re, shutil, time
 from contextlib import closing
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 from .compute import compute_environment, launch_plan
 from .config import Profile, Stage, load_profile
 from .layout import MANIFEST, RUN_TIMES, SEAL_FILE
-from .io import atomic_write_text, environment, package_versions, portable, sha256_file, sha256_json, timed
+from .io import DISK_FULL, atomic_write_text, environment, package_versions, portable, sha256_file, sha256_json, timed
 from .manifests import content_sha256, output_hashes, read_manifest, with_hashes
 from .stage_keys import (ALWAYS, KEY_SCHEME, MARKER, PLANS, PROFILE_FILE, REFUSALS, RUNNER_PARAMS, SERVES, STAGE_READS,
                                   USED, WATCH_MARK, Reads, StageFailed, StageResult, check_params, data_identities, data_paths,
@@ -131,9 +131,16 @@ def _execute(profile: Profile, stage: Stage, stage_dir: Path, parameters: dict, 
     injected = next(c for c in nb.cells if 'injected-parameters' in c.metadata.get('tags', []))
     injected.source += watch_source(spec)
     tmp = stage_dir / f".{stage.notebook}.input.ipynb"
-    nbformat.write(nb, tmp)
-    try: pm.execute_notebook(str(tmp), str(nb_out), cwd=str(profile.root), kernel_name='python3', progress_bar=False, log_output=False,
-                             kernel_manager_class=local_kernel_manager(profile.run_dir))
+    try:
+        nbformat.write(nb, tmp)
+        pm.execute_notebook(str(tmp), str(nb_out), cwd=str(profile.root), kernel_name='python3', progress_bar=False, log_output=False,
+                            kernel_manager_class=local_kernel_manager(profile.run_dir))
+    except OSError as e:
+        if e.errno not in DISK_FULL: raise
+        # papermill names no file; the notebook it was writing is cut short, and kept it would be read as a notebook
+        written = Path(e.filename) if e.filename else nb_out if nb_out.exists() else tmp
+        nb_out.unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(written)) from None
     finally:
         tmp.unlink(missing_ok=True)
         if nb_out.exists(): _tidy(nb_out, nb_in, Path(profile.root))
@@ -186,6 +193,12 @@ def _run_notebook(profile: Profile, stage: Stage, stage_dir: Path, parameters: d
         first = next((l for l in (e.source or '').splitlines() if l.strip() and not l.startswith('#')), '')
         raise StageFailed(f"stage '{stage.name}' failed in cell {e.exec_count} [{first[:60]}] ({e.ename}: {e.evalue}); "
                           f"see the executed notebook {shown}") from None
+    except OSError as e:
+        if e.errno not in DISK_FULL: raise
+        free = shutil.disk_usage(stage_dir).free if stage_dir.exists() else None
+        raise StageFailed(f"stage '{stage.name}': no space left on the device writing {portable(Path(e.filename)) if e.filename else shown}"
+                          f"{f' ({free:,} bytes free there)' if free is not None else ''}; nothing half-written was kept: free "
+                          "space and run again (finished stages are skipped, this one starts again)") from None
     except DeadKernelError:
         raise StageFailed(f"stage '{stage.name}': its kernel died in {_died_in(nb_out)}: {kernel_exit(KERNELS[-1] if KERNELS else None)}; "
                           f"see the executed notebook {shown}") from None
