@@ -17,18 +17,18 @@ from .promotion import Override, PromotionRule, check_overrides
 from .typed import ProfileError, a_name, from_dict, to_dict
 
 # %% auto #0
-__all__ = ['LORA_SECTIONS', 'Profile', 'check_vllm_ranks', 'adapter_ranks', 'check_warm_start_ranks', 'project_root',
-           'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile', 'fingerprint', 'rooted',
-           'DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'CODE_ENV', 'CODE_ENV_PREFIXES',
-           'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget',
-           'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings',
-           'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
+__all__ = ['LORA_SECTIONS', 'Profile', 'check_soup_starts', 'source_ranks', 'check_vllm_ranks', 'adapter_ranks',
+           'check_warm_start_ranks', 'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile',
+           'fingerprint', 'rooted', 'DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES',
+           'VLLM_LORA_RANKS', 'SCHEDULES', 'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS',
+           'CODE_ENV', 'CODE_ENV_PREFIXES', 'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim',
+           'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage',
+           'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
 
 # %% ../nbs/00_config.ipynb #c003s
 from .profile_sections import (
     DEFAULT_SYSTEM_PROMPT, ARCHITECTURES, BACKENDS, OVERLONG_POLICIES, VLLM_LORA_RANKS, SCHEDULES, LORA_COMPUTE,
-    PARALLEL, KERNELS, PAIR_READ_SEED, ANNOTATORS, CODE_ENV, CODE_ENV_PREFIXES, Base, VLLMSettings, Serving,
+    PARALLEL, KERNELS, PAIR_READ_SEED, ANNOTATORS, SOUP_PREFIX, CODE_ENV, CODE_ENV_PREFIXES, Base, VLLMSettings, Serving,
     check_decoding, Lora, Optim, Band, Corpus, MixTarget, SFTStage, DPOArm, DPOSearchArm, DPOStage, Sampling,
     RepairStage, Arm, Rounds, ReadSettings, PairRead, Soups, Pools, Stage, Compute)
 
@@ -77,6 +77,7 @@ class Profile:
         check_overrides(self.overrides, where)
         check_vllm_ranks(self, where)
         check_warm_start_ranks(self, where)
+        check_soup_starts(self, where)
 
     def resolve(self, path: str | Path) -> Path:
         "A path from the profile: relative to the project root, or a file a Python package ships (`package:<package>/<path>`)."
@@ -96,7 +97,7 @@ class Profile:
     @property
     def run_dir(self) -> Path: return self.resolve(Path('outputs') / self.run)
 
-# %% ../nbs/00_config.ipynb #c016d
+# %% ../nbs/00_config.ipynb #c016p
 def _check_padding_free(profile: Profile, where: str) -> None:
     "Refuse `padding_free` where it cannot hold: in DPO, and on a base with Mamba layers."
     for key in ('sft', 'dpo', 'repair', 'rounds'):
@@ -108,6 +109,34 @@ def _check_padding_free(profile: Profile, where: str) -> None:
             raise ProfileError(where, f"{key}.optim.padding_free", "nemotron_h has Mamba layers: a row of concatenated examples "
                                "would carry Mamba state from one example into the next (use length_grouping)")
 
+def check_soup_starts(profile: Profile, where: str) -> None:
+    """Stage 4 may sample from or warm-start from a soup (`soup_<method>`, as the card's lineage did from the plain average
+    of its stage-3 seeds): the profile must make that soup, and the stage that trains the arms must need the soups stage."""
+    r = profile.rounds
+    if r is None: return
+    soup_stages = {s.name for s in profile.stages if s.notebook == 'soups'}
+    starts = [('rounds.sample_from', r.sample_from), *((f"rounds.arms[{i}].warm_start", {'parent': r.sample_from}.get(a.warm_start, a.warm_start))
+                                                       for i, a in enumerate(r.arms))]
+    for setting, source in starts:
+        if not source.startswith(SOUP_PREFIX): continue
+        if profile.soups is None: raise ProfileError(where, setting, f"{source!r} is a soup, and this profile has no soups section")
+        if (method := source[len(SOUP_PREFIX):]) not in profile.soups.methods:
+            raise ProfileError(where, setting, f"{source!r}: soups.methods makes {', '.join(profile.soups.methods)}, not {method!r}")
+        for j, s in enumerate(profile.stages):
+            if s.takes_arms and not soup_stages & set(s.needs):
+                raise ProfileError(where, f"stages[{j}].needs", f"{setting} is {source!r}: stage {s.name!r} must need the soups "
+                                   f"stage ({', '.join(sorted(soup_stages)) or 'none in stages'})")
+
+def source_ranks(profile: Profile, source: str) -> tuple[int, ...]:
+    """The ranks the adapter a warm start reads can have. A soup's follows its method (`rsi_repro.soups.SOUP_METHODS`): the
+    exact mean of n parents' ΔW has rank n·r, the parameter average (linear) and the SVD soup keep the parents' r."""
+    if not (source.startswith(SOUP_PREFIX) and profile.soups is not None): return adapter_ranks(profile, source)
+    cfg, method = profile.soups, source[len(SOUP_PREFIX):]
+    r = max(adapter_ranks(profile, cfg.stage if cfg.stage in LORA_SECTIONS else 'rounds'), default=0)
+    return ((len(cfg.seeds) + cfg.include_stage) * r,) if method == 'uniform' else (cfg.svd_rank or r,) if method == 'svd' else (r,)
+
+
+# %% ../nbs/00_config.ipynb #c016d
 LORA_SECTIONS = ('sft', 'dpo', 'repair', 'rounds')   # the sections that train an adapter
 
 def check_vllm_ranks(profile: Profile, where: str) -> None:
@@ -145,8 +174,8 @@ def _warm_starts(p: Profile):
 def check_warm_start_ranks(profile: Profile, where: str) -> None:
     "Refuse an adapter of lower rank than the one it warm-starts from: training would refuse it, hours into the run."
     for setting, r, source in _warm_starts(profile):
-        if max(adapter_ranks(profile, source), default=0) > r:
-            raise ProfileError(where, setting, f"rank {r} is below the rank {max(adapter_ranks(profile, source))} of the {source} "
+        if max(source_ranks(profile, source), default=0) > r:
+            raise ProfileError(where, setting, f"rank {r} is below the rank {max(source_ranks(profile, source))} of the {source} "
                                "adapter it warm-starts from; a warm start can keep or grow a LoRA's rank, not shrink it")
 
 

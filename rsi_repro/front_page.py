@@ -13,7 +13,7 @@ from .layout import DECIDE_STAGE, GRID_STAGE, decision_path, grid_table_path, ju
 
 # %% auto #0
 __all__ = ['html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'one_se_block', 'source_href', 'override_block',
-           'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page']
+           'pair_read_tally', 'judgement_section', 'eval_reads_section', 'through_soup_section', 'summary_page']
 
 # %% ../nbs/92a_front_page.ipynb #c014
 def _fmt(v) -> str:
@@ -297,6 +297,22 @@ def eval_reads_section(profile, site: Path) -> str:
                         + html_table(rows, {c: '_h' for c in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')}, 'older'))
     return ("<h2 id=evaluation>The evaluation, read as the card read it</h2>" + '\n'.join(out)) if out else ''
 
+# %% ../nbs/92a_front_page.ipynb #c014t
+def through_soup_section(profile, site: Path) -> str:
+    "The lineage's checkpoints that start from a soup, read against the soup and its parents; '' when none does."
+    from rsi_repro.read_stages import through_soup
+    table, run_dir = through_soup(profile), profile.run_dir
+    if table.empty: return ''
+    rows = [{**{k: v for k, v in r.items() if not k.endswith('outcomes')},
+             '_h': source_href(Path(profile.root) / r['outcomes'], site, run_dir),
+             '_a': source_href(Path(profile.root) / r['against_outcomes'], site, run_dir)} for r in table.to_dict(orient='records')]
+    soup = ', '.join(sorted({r['against'] for r in rows if r['kind'] == 'its soup'}))
+    caption = ("Through the soup", f"Each checkpoint that starts from {soup}, paired against the soup and against every adapter "
+               "the soup averaged, on the instruments the soups stage read them on (rate_a: the one it is read against).")
+    return ("<h3 id=through-soup>Through the soup</h3>"
+            + html_table(rows, {'rate_a': '_a', **{c: '_h' for c in ('n', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')}}, 'through-soup', caption))
+
+
 # %% ../nbs/92a_front_page.ipynb #c014i
 def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination', 'open_chat')) -> str:
     "The front page's body: each decision with the reads beside it, ladder, grid, the evaluation's halves and older reads, card audit, pair read and soups when present, provenance."
@@ -307,7 +323,7 @@ def summary_page(profile, site: Path, instruments=('h6', 'probe2', 'termination'
              "<p>The instruction-following repair study, rerun: the sealed promotion rule's decision, the ladder of paired comparisons "
              "from the base to the champion, the grid of arms, and the audit of the seed card's figures.</p>",
              *(part for s in decisions for part in (_decision_section(run_dir, site, s), judgement_section(run_dir, site, s))),
-             _ladder_section(profile, site, instruments), _grid_section(run_dir, site), eval_reads_section(profile, site),
+             _ladder_section(profile, site, instruments), _grid_section(run_dir, site), eval_reads_section(profile, site), through_soup_section(profile, site),
              _card_section(Path(profile.root), site), _extra_section(run_dir, site),
              _provenance_section(rv.provenance(profile), site, Path(profile.path))]
     return '\n'.join(parts)

@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .config import Profile
+from .profile_sections import SOUP_PREFIX
 from .io import read_json
 
 # %% auto #0
 __all__ = ['MANIFEST', 'RUN_TIMES', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE',
-           'PREREGISTER_STAGE', 'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'SOUP_PREFIX',
-           'MATH_PROBLEMS', 'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of',
-           'stage_dirs_of', 'pool_path', 'seal_path', 'decision_path', 'judgement_path', 'grid_table_path',
-           'stage_adapter', 'rounds_dir', 'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir',
-           'soup_adapter', 'soups_eval_dir', 'repair_mix_path', 'round_mix_path', 'resolve_checkpoint',
-           'arm_warm_start', 'parent_of', 'older_of', 'result_paths', 'outcomes_path', 'generations_dir', 'math_dir',
-           'adjudication_sheet', 'adjudication_sheets', 'refused_labels_path', 'pair_read_files', 'manifest_near',
-           'recorded_sha256']
+           'PREREGISTER_STAGE', 'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'MATH_PROBLEMS',
+           'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of',
+           'pool_path', 'seal_path', 'decision_path', 'judgement_path', 'grid_table_path', 'stage_adapter',
+           'rounds_dir', 'arm_adapter', 'dpo_arm_dir', 'soup_parent_adapter', 'soups_dir', 'soup_adapter',
+           'soups_eval_dir', 'repair_mix_path', 'round_mix_path', 'resolve_checkpoint', 'arm_warm_start', 'parent_of',
+           'older_of', 'result_paths', 'outcomes_path', 'generations_dir', 'math_dir', 'adjudication_sheet',
+           'adjudication_sheets', 'refused_labels_path', 'pair_read_files', 'manifest_near', 'recorded_sha256']
 
 # %% ../nbs/00d_layout.ipynb #c005
 MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_repro.pipeline)
@@ -100,7 +100,6 @@ def soup_parent_adapter(stage_dir: str | Path, parent: str) -> Path:
     "Where the soups stage (in `stage_dir`) retrains one seeded parent's adapter."
     return Path(stage_dir) / 'parents' / parent / ADAPTER
 
-SOUP_PREFIX = 'soup_'              # a soup is the checkpoint soup_<method> (uniform, linear, svd)
 
 def soups_dir(stage_dir: str | Path) -> Path:
     "The folder of the soups stage (in `stage_dir`) that holds one soup adapter per method."
@@ -143,7 +142,10 @@ def parent_of(profile: Profile, name: str) -> str | None:
     "The checkpoint `name` was warm-started from (None for the base); `evals.parents` overrides."
     overrides = profile.evals.parents
     if name in overrides: return overrides[name]
-    if name == 'base' or name.startswith(SOUP_PREFIX): return None     # a soup has several parents, its seeds
+    if name == 'base': return None
+    # a soup averages its stage's adapter with reseeded copies of it: in the lineage it follows that stage (its other
+    # parents are read against it by the soups stage, and against what starts from it on the front page)
+    if name.startswith(SOUP_PREFIX): return profile.section('soups').stage
     if name == 'sft' and profile.sft: return profile.sft.warm_start or 'base'
     if name == 'dpo' and profile.dpo: return profile.dpo.warm_start or 'base'
     if name == 'repair' and profile.repair: return profile.repair.warm_start
@@ -195,7 +197,7 @@ def refused_labels_path(out_dir: str | Path, identity: str) -> Path:
 
 # %% ../nbs/00d_layout.ipynb #c017b
 BLIND_SHEET, BLIND_KEY = 'sheet.csv', 'key.json'   # a blinded pair read's sheet (a person's labels) and its key
-SOUP_TABLES = {'weights': 'soup_weights.csv', 'degeneracy': 'degeneracy.csv', 'reads': 'reads.csv'}
+SOUP_TABLES = {'weights': 'soup_weights.csv', 'degeneracy': 'degeneracy.csv', 'reads': 'reads.csv', 'verdicts': 'card_verdicts.csv'}
 
 def pair_read_files(out_dir: str | Path, stem: str = 'pair_read') -> dict[str, Path]:
     "A scored pair read's per-pair results (JSONL) and summary (JSON)."

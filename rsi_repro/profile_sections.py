@@ -11,10 +11,10 @@ from .typed import ProfileError, a_name, one_of, positive
 
 # %% auto #0
 __all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'CODE_ENV', 'CODE_ENV_PREFIXES',
-           'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget',
-           'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings',
-           'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
+           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'SOUP_PREFIX', 'CODE_ENV',
+           'CODE_ENV_PREFIXES', 'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus',
+           'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds',
+           'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
 
 # %% ../nbs/00g_profile_sections.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -335,6 +335,8 @@ class PairRead(ReadSettings):
         for k in ('first', 'second'):
             if not getattr(self, k): raise ProfileError(where, f"{p}.{k}", "missing required key")
         if self.first == self.second: raise ProfileError(where, p, "first and second must be different checkpoints")
+
+SOUP_PREFIX = 'soup_'              # a soup is the checkpoint soup_<method> (uniform, linear, svd)
 
 @dataclass(frozen=True)
 class Soups:

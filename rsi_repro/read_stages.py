@@ -19,7 +19,7 @@ from .stats import load_outcomes
 
 # %% auto #0
 __all__ = ['answer_rows', 'run_read', 'who_read', 'read_tables', 'pair_read_stage', 'seed_parents', 'evaluate_adapter',
-           'soups_stage', 'report_tables']
+           'soups_stage', 'report_tables', 'soup_verdicts', 'through_soup']
 
 # %% ../nbs/52_read_stages.ipynb #c005
 def answer_rows(profile: Profile, ck, eval_dir: str | Path, instrument: str) -> list[dict]:
@@ -178,6 +178,8 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
                                    for inst in cfg.instruments if inst in SINGLE_TURN_SETS], ignore_index=True)
     degenerate = degeneracy(answers)
     degenerate.to_csv(stage_dir / SOUP_TABLES['degeneracy'], index=False)
+    verdicts = soup_verdicts(paired, degenerate)
+    verdicts.to_csv(stage_dir / SOUP_TABLES['verdicts'], index=False)
     read_insts = [i for i in cfg.read.instruments]
     reads = []
     for soup in soup_names:
@@ -191,7 +193,7 @@ def soups_stage(profile: Profile, stage_dir: str | Path, report_to: Sequence[str
     reads = pd.DataFrame(reads)
     reads.to_csv(stage_dir / SOUP_TABLES['reads'], index=False)
     return {'parents': parents, 'soups': made, 'weights': weights, 'results': results, 'paired': paired,
-            'degeneracy': degenerate, 'reads': reads}
+            'degeneracy': degenerate, 'reads': reads, 'verdicts': verdicts}
 
 # %% ../nbs/52_read_stages.ipynb #c014
 def report_tables(run_dir: str | Path, pair_read_stage: str = READ_STAGES[0], soups_stage: str = READ_STAGES[1]) -> dict:
@@ -206,7 +208,54 @@ def report_tables(run_dir: str | Path, pair_read_stage: str = READ_STAGES[0], so
         out[f"Blinded pair read: {s['first']} vs {s['second']}, {who}"] = overall
     elif (run_dir / pair_read_stage / BLIND_SHEET).exists():
         out['Blinded pair read'] = f"awaiting labels: {run_dir / pair_read_stage / BLIND_SHEET}"
-    for title, table in (("Soups: rank and distance from the parents' mean ΔW", 'weights'),
+    for title, table in (("Soups: the card's two verdicts, as this run measured them", 'verdicts'),
+                         ("Soups: rank and distance from the parents' mean ΔW", 'weights'),
                          ('Soups: degenerate answers', 'degeneracy'), ('Soups against each parent, read blind', 'reads')):
         if (f := run_dir / soups_stage / SOUP_TABLES[table]).exists(): out[title] = pd.read_csv(f)
     return out
+
+# %% ../nbs/52_read_stages.ipynb #c015w
+def soup_verdicts(soups_vs_parents: 'pd.DataFrame', degenerate: 'pd.DataFrame', alpha: float = 0.05) -> 'pd.DataFrame':
+    "One row per soup: its paired reads against every parent summed up, and its degenerate answers against its parents'."
+    import pandas as pd
+    share = dict(zip(degenerate['checkpoint'], degenerate['share']))
+    parents = [c for c in degenerate['checkpoint'] if not str(c).startswith(SOUP_PREFIX)]
+    worst = max((share[p] for p in parents), default=0.0)
+    rows = []
+    for soup, t in soups_vs_parents.groupby('soup', sort=False):
+        better, worse = (t['delta'] > 0) & (t['p'] < alpha), (t['delta'] < 0) & (t['p'] < alpha)
+        read = ('better than every parent' if better.all() else f"worse than {', '.join(t.loc[worse, 'parent'].unique())}"
+                if worse.any() else f"no read against a parent differs at p < {alpha}")
+        sank = share.get(soup, 0.0) > worst
+        rows.append({'soup': soup, 'parents': ', '.join(t['parent'].unique()), 'reads': len(t), 'net_fixed_min': int(t['net'].min()),
+                     'net_fixed_max': int(t['net'].max()), 'against_parents': read, 'degenerate_share': share.get(soup),
+                     'parents_worst_share': worst, 'verdict': f"{read}; " + ('more degenerate answers than any parent' if sank
+                                                                             else 'no more degenerate than its parents')})
+    return pd.DataFrame(rows)
+
+
+# %% ../nbs/52_read_stages.ipynb #c015z
+def through_soup(profile: Profile, stages: Sequence[str] = EVAL_STAGES) -> 'pd.DataFrame':
+    "Each evaluated checkpoint whose parent is a soup, paired against the soup and against each of its parents."
+    import pandas as pd
+    from rsi_repro.layout import outcomes_path, parent_of, result_paths, soups_eval_dir, stage_dirs_of
+    from rsi_repro.stats import paired
+    soups_dirs, rows = stage_dirs_of(profile, 'soups'), []
+    if not soups_dirs or profile.soups is None: return pd.DataFrame(rows)
+    evaluated = soups_eval_dir(soups_dirs[0])
+    made = lambda name, inst: result_paths(evaluated, name, inst)['outcomes']     # what the soups stage scored
+    parents = sorted({p.parent.name for p in evaluated.glob(f"*/*.outcomes.jsonl")} - {d.name for d in evaluated.glob(f"{SOUP_PREFIX}*")})
+    for ck in profile.evals.checkpoints:
+        soup = parent_of(profile, ck)
+        if not soup or not soup.startswith(SOUP_PREFIX): continue
+        for inst in profile.soups.instruments:
+            try: mine = outcomes_path(profile.run_dir, ck, inst, stages)
+            except FileNotFoundError: continue
+            for other in (soup, *parents):
+                if not made(other, inst).exists(): continue
+                s = paired(load_outcomes(made(other, inst), other), load_outcomes(mine, ck))
+                rows.append({'checkpoint': ck, 'against': other, 'kind': 'its soup' if other == soup else "the soup's parent",
+                             'instrument': inst, **{k: getattr(s, k) for k in ('n', 'rate_a', 'rate_b', 'delta', 'se', 'fixed', 'lost', 'p')},
+                             'outcomes': portable(mine), 'against_outcomes': portable(made(other, inst))})
+    return pd.DataFrame(rows)
+

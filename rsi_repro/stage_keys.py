@@ -66,12 +66,12 @@ STAGE_READS: dict[str, Reads] = {
     'repair':      Reads(('repair', *SERVES, 'prompts')),
     'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, arm_adapter('', '*').as_posix())),
     'preregister': Reads(('promotion',), keep=(SEAL_FILE,)),
-    'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds'), data=('data/prompts',),  # sft: math decontamination;
+    'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds', 'soups'), data=('data/prompts',),  # sft: math decontamination;
                          labels=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS),                     # the rest: each checkpoint's parent
                          after=('preregister',)),      # evaluates after the rule is sealed, never reading the seal
-    'decide':      Reads(('promotion', 'overrides', 'evals')),   # the sealed rule, a person's overrides beside it, the reads' flags
-    'grid':        Reads(('rounds', 'pools', 'evals')),
-    'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=BLIND_SHEETS),
+    'decide':      Reads(('promotion', 'overrides', 'evals', 'soups')),   # the sealed rule, a person's overrides beside it, the reads' flags; a soup's parent
+    'grid':        Reads(('rounds', 'pools', 'evals', 'soups')),      # soups: where a lineage checkpoint is a soup, what it follows
+    'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds', 'soups'), data=('data/prompts',), labels=BLIND_SHEETS),
     'soups':       Reads(('soups', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=(SAFETY_SHEETS, *BLIND_SHEETS),
                          reuse=(PLANS, soup_parent_adapter('', '*').as_posix())),
     'report':      Reads(('evals', 'sft', 'dpo', 'repair', 'rounds', 'pair_read', 'soups'), data=('nbs', 'data/claims', PROFILE_FILE)),

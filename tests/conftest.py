@@ -79,6 +79,7 @@ repair:
 rounds:
   sampling: {{k: 2, temperature: 0.7, top_p: 0.9, seed: 6, max_new_tokens: 24, cap_per_prompt: 2}}
   optim: {{lr: 1.0e-3, micro_batch: 4, grad_accum: 1, seq_len: 256, seed: 203, steps: 2}}
+  sample_from: repair          # the demo's round starts from its soup; this run's soups stage runs last, read by nothing
   arms:
     - {{name: v6141, pool: r6, warm_start: repair, mix: single, steps: 2, seed: 203}}
     - {{name: v741, pool: r6, warm_start: parent, mix: double, steps: 2, seed: 741}}

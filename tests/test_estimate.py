@@ -146,7 +146,7 @@ def test_a_runs_generated_rows_and_evidence_set_the_lengths(tmp_path):
     assert j['lengths']['h6']['tokens'] == 100.0 and str(run) in j['lengths']['h6']['source']
     assert j['lengths']['sft_example'] == {'tokens': 600.0, 'source': j['lengths']['sft_example']['source'], 'bound': False}
     h6 = [l for l in j['lines'] if l['stage'] == 'eval' and l['what'].startswith('h6 ')]
-    assert [l['tokens'] for l in h6] == [1600 * 100.0] * 6
+    assert [l["tokens"] for l in h6] == [1600 * 100.0] * 7          # evals.checkpoints: the lineage with its soup, and v749
     assert tokens(j, 'sft', 'train.sft') == 3 * 240_000 * 600.0
     # a length given by hand wins over the run's
     j2 = estimate_json(tmp_path, NEMOTRON, '--rates', rates, '--run', run, '--mean-tokens', 'h6=10')

@@ -64,7 +64,7 @@ def test_arm_waves_put_champion_warm_starts_after_the_champion():
     p = load_profile(TINY)
     waves = [[a.name for a in w] for w in arm_waves(p)]
     assert waves == [['v6141', 'v741', 'v743', 'v742'], ['v747', 'v749']]
-    assert arm_warm_start(p, p.rounds.arms[1]) == 'repair' and arm_warm_start(p, p.rounds.arms[3]) == 'v6141'
+    assert arm_warm_start(p, p.rounds.arms[1]) == 'soup_linear' and arm_warm_start(p, p.rounds.arms[3]) == 'v6141'   # 'parent': the stage-3 soup
     assert [[a.name for a in w] for w in arm_waves(p, ['v749'])] == [['v749']]
     with pytest.raises(KeyError, match="unknown arm"): arm_waves(p, ['v999'])
 
@@ -73,8 +73,9 @@ def test_nemotron_grid_is_the_cards_nine_cells():
     from rsi_repro.layout import arm_warm_start
     p = load_profile(ROOT / 'configs/nemotron.yaml', check_files=False)
     cells = [(a.name, a.mix, a.steps, arm_warm_start(p, a)) for a in p.rounds.arms[1:]]
-    assert cells == [('v741', 'single', 400, 'repair'), ('v742', 'single', 400, 'repair'), ('v743', 'double', 400, 'repair'),
-                     ('v744', 'double', 400, 'repair'), ('v745', 'single', 600, 'repair'), ('v746', 'double', 600, 'repair'),
+    parent = 'soup_linear'      # "its stage-3 parent": the stage-3 checkpoint, the plain parameter average of the seeds
+    assert cells == [('v741', 'single', 400, parent), ('v742', 'single', 400, parent), ('v743', 'double', 400, parent),
+                     ('v744', 'double', 400, parent), ('v745', 'single', 600, parent), ('v746', 'double', 600, parent),
                      ('v747', 'single', 400, 'v6141'), ('v748', 'single', 400, 'v6141'), ('v749', 'double', 400, 'v6141')]
 
 

@@ -96,7 +96,8 @@ def test_the_one_se_rule_weighs_the_grid_by_regression_profile_and_the_front_pag
     v = json.loads((demo.run_dir / 'grid' / 'one_se_h6.json').read_text())
     grid = {r['cell']: r for r in csv.DictReader(open(demo.run_dir / 'grid' / 'grid_h6.csv'))}
     cands = {c['candidate']: c for c in v['candidates']}
-    assert set(cands) == {v['champion'], *grid} and v['reference'] == 'repair'
+    from rsi_repro.layout import parent_of
+    assert set(cands) == {v['champion'], *grid} and v['reference'] == parent_of(demo, v['champion'])   # the stage-3 soup
     assert cands[v['champion']]['regression_profile'].startswith('7 of 7 checks read')        # the eval stage read all seven
     assert all(cands[a]['regression_profile'] == 'not measured (0 of 7 checks read)' for a in grid)   # eval_arms: h6, probe2
     best = max(cands.values(), key=lambda c: c['delta'])
@@ -109,3 +110,28 @@ def test_the_one_se_rule_weighs_the_grid_by_regression_profile_and_the_front_pag
     for title in ('The pooled read', 'The standard error beside each delta', 'Discordant prompts by failure reason',
                   "The grid&#x27;s prior", 'Same-recipe arms: the seed spread'):
         assert f"<caption><b>{title}</b>." in front, title
+
+
+def test_stage_4_starts_from_the_stage_3_soup_and_is_read_through_it(demo):
+    """As in the card's lineage, the champion warm-starts from the plain parameter average of the stage-3 seeds: the
+    ladder reads repair -> soup -> champion, the front page reads the champion against the soup and against each adapter
+    the soup averaged, and the soups stage states the card's two soup verdicts as this run measured them."""
+    import html
+    import pandas as pd
+    from rsi_repro.layout import arm_adapter, parent_of, resolve_checkpoint, rounds_dir
+    from rsi_repro.read_stages import through_soup
+    champ = demo.rounds.champion_name
+    soup = parent_of(demo, champ)
+    assert soup == 'soup_linear' and parent_of(demo, soup) == 'repair'
+    evidence = json.loads((arm_adapter(rounds_dir(demo), champ) / 'training_evidence.json').read_text())
+    assert Path(evidence['warm_start']).resolve() == resolve_checkpoint(demo, soup).resolve(), evidence['warm_start']
+    lad = ladder(demo, instruments=['h6']).set_index('checkpoint')
+    assert list(lad.index[-2:]) == [soup, champ], list(lad.index)
+    reads = through_soup(demo)
+    assert set(reads['checkpoint']) == {champ} and set(reads['against']) == {soup, 'repair-s11', 'repair-s12'}
+    assert (reads['n'] > 0).all() and set(reads['instrument']) == set(demo.soups.instruments)
+    front = (demo.run_dir / 'report' / 'site' / 'index.html').read_text()
+    assert 'id=through-soup' in front and all(f"<td>{html.escape(a)}</td>" in front for a in reads['against'])
+    verdicts = pd.read_csv(demo.run_dir / 'soups' / 'card_verdicts.csv')
+    assert set(verdicts['soup']) == {f"soup_{m}" for m in demo.soups.methods}
+    assert verdicts['verdict'].str.contains('degenerate').all() and 'soups/card_verdicts.csv' in front

@@ -23,7 +23,7 @@ FILES = {'report/summary.md': 'summary.md', 'report/summary.json': 'summary.json
          'grid/seed_spread_h6.csv': 'seed_spread_h6.csv', 'decide/decision.json': 'decision.json',
          'decide/judgement.json': 'judgement.json', 'decide/failure_reasons.csv': 'failure_reasons.csv',
          'eval/paired_older.csv': 'paired_older.csv', 'pair_read/pair_read.summary.json': 'pair_read.summary.json',
-         'grid/one_se_h6.json': 'one_se_h6.json', 'decide/guard.json': 'guard.json'}
+         'grid/one_se_h6.json': 'one_se_h6.json', 'decide/guard.json': 'guard.json', 'soups/card_verdicts.csv': 'soup_verdicts.csv'}
 ABSOLUTE = re.compile(r'''(?:^|[\s"'(=,\[])(/(?:[\w.+-]+/)+[\w.+-]*)''')
 
 
