@@ -18,16 +18,16 @@ __all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'st
            'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
            'notebook_html', 'render_pages', 'build_site', 'docs', 'main', 'html_table', 'copy_source', 'guard_block',
            'grid_heatmap', 'one_se_block', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
-           'eval_reads_section', 'summary_page']
+           'eval_reads_section', 'through_soup_section', 'summary_page']
 
 # %% ../nbs/92_report.ipynb #c003s
 from .front_page import (
     html_table, copy_source, guard_block, grid_heatmap, one_se_block, source_href, override_block, pair_read_tally,
-    judgement_section, eval_reads_section, summary_page)
+    judgement_section, eval_reads_section, through_soup_section, summary_page)
 
 _all_ = [
     'html_table', 'copy_source', 'guard_block', 'grid_heatmap', 'one_se_block', 'source_href', 'override_block',
-    'pair_read_tally', 'judgement_section', 'eval_reads_section', 'summary_page']
+    'pair_read_tally', 'judgement_section', 'eval_reads_section', 'through_soup_section', 'summary_page']
 
 # %% ../nbs/92_report.ipynb #c005
 _DIRECTIVE = re.compile(r'^\s*#\|\s*([\w-]+)(:?)(.*)$')
