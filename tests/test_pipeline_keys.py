@@ -99,13 +99,16 @@ def test_an_evaluation_still_waits_for_the_seal(finished):
 
 def test_changing_one_instrument_reruns_the_evaluations_not_training(finished):
     """evals.code.n is read by the stages that evaluate (eval, eval_arms, soups) or read evaluation settings (decide and
-    grid: the flags of their paired reads, the grid's for the one-SE rule's regression profiles; pair_read, report)."""
+    grid: the flags of their paired reads, the grid's for the one-SE rule's regression profiles; pair_read, report).
+    The rounds stage starts from the stage-3 soup, so it sits downstream of the soups stage and reruns with it: its key
+    covers that whole stage, the soups' evaluations included (the arms it trains are keyed on the soup adapter's
+    identity, which an instrument change leaves as it was). No other training stage reruns."""
     _write("evals: {code: {n: 6}}\n")
     steps = _plan(finished)
     assert _reading(steps, 'evals') == {'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'soups', 'report'}
-    assert _running(steps) == {'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'soups', 'report'}
-    assert steps['decide'].reasons[0].startswith('upstream eval')
-    assert not _running(steps) & (TRAINING | {'serve', 'pools', 'preregister'})
+    assert _running(steps) == {'eval', 'eval_arms', 'decide', 'grid', 'pair_read', 'soups', 'rounds', 'report'}
+    assert steps['decide'].reasons[0].startswith('upstream soups, rounds, eval') and steps['rounds'].reasons[0].startswith('upstream soups')
+    assert not _running(steps) & (TRAINING - {'rounds'} | {'serve', 'pools', 'preregister'})
 
 
 def test_a_persons_labels_are_part_of_the_key_of_the_stage_they_sit_in(finished):

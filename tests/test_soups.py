@@ -129,7 +129,7 @@ def test_a_soup_is_a_checkpoint_a_stage_warm_starts_from(built, tmp_path):
     parents, made = built
     shutil.copytree(made['svd'], soup_adapter(prof.run_dir / 'soups', 'svd'))
     warm = resolve_checkpoint(prof, 'soup_svd')
-    assert warm == soup_adapter(prof.run_dir / 'soups', 'svd') and parent_of(prof, 'soup_svd') is None
+    assert warm == soup_adapter(prof.run_dir / 'soups', 'svd') and parent_of(prof, 'soup_svd') == prof.soups.stage   # in the lineage it follows the stage it reseeds
     rows = read_jsonl(ROOT / 'data/corpora/tulu_sample.jsonl')[:4]
     mix = write_sft_mix([(r['id'], chat_messages(r, r['id'])) for r in rows], load_tokenizer(ModelRef(BASE)), 256, tmp_path / 'mix.npz')
     ev = train_sft(ModelRef(BASE), 'llama', mix.path, Lora(r=8, alpha=16), Optim(lr=1e-3, micro_batch=2, grad_accum=1, seq_len=256, seed=1, steps=1),
