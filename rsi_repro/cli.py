@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument('--rate', action='append', default=[], metavar='KIND=KEY', help='price one kind of work at this rate key (repeatable)')
     e.add_argument('--mean-tokens', action='append', default=[], metavar='NAME=N', help='a mean length by hand (repeatable)')
     e.add_argument('--partial', action='store_true', help='mark work without a rate instead of stopping')
+    e.add_argument('--measure', nargs='?', type=int, const=200, metavar='N', help="measure the SFT examples' and DPO pairs' "
+                   "mean tokens on N rows of each corpus (default 200), tokenised as training does, in place of the upper bounds")
     e.add_argument('--detail', action='store_true', help='one line per piece of work')
     e.add_argument('--json', metavar='PATH', help='also write the estimate as JSON')
     e.add_argument('--gpus', metavar='N[,N...]', help='instead: each stage in wall-clock hours on N GPUs (1,8,32,64: side by side)')

@@ -14,22 +14,23 @@ from .config import Profile
 # %% auto #0
 __all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'Rate', 'lookup', 'read_rates', 'shape_of', 'training_tag', 'rate_keys',
            'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows', 'preemption',
-           'preemption_lines', 'format_estimate', 'to_json', 'estimate_command', 'EstimateError', 'GEN_SETS',
-           'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths',
-           'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work',
-           'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work']
+           'preemption_lines', 'measured_line', 'format_estimate', 'to_json', 'estimate_command', 'EstimateError',
+           'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length',
+           'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
+           'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
+           'profile_work', 'MEASURED', 'measure_lengths']
 
 # %% ../nbs/94_estimate.ipynb #c003s
 from .workload import (
     EstimateError, GEN_SETS, TRAIN_UNITS, WIDE_BATTERY, KNOWN_PROMPT_SETS, STAGE_WORK, NO_WORK, Length, card_lengths,
     run_lengths, Work, Checkpointing, serve_requests, instrument_requests, serve_work, sft_work, dpo_work, pool_size,
-    repair_work, rounds_work, eval_work, soups_work, profile_work)
+    repair_work, rounds_work, eval_work, soups_work, profile_work, MEASURED, measure_lengths)
 
 _all_ = [
     'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
     'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
     'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
-    'profile_work']
+    'profile_work', 'MEASURED', 'measure_lengths']
 
 # %% ../nbs/94_estimate.ipynb #c005
 @dataclass(frozen=True)
@@ -231,6 +232,7 @@ def estimate(profile: Profile,
              mean_tokens: Mapping[str, float] | None = None, # lengths given by hand (over a run's and the card's)
              rate_overrides: Mapping[str, str] | None = None,  # kind -> rate key
              partial: bool = False,                          # price what has a rate, mark the rest, instead of failing
+             measure: int | None = None,                     # measure sft_example and dpo_pair on this many rows of each corpus
              ) -> Estimate:
     "Tokens to generate and to train, per stage and arm, and the GPU- and CPU-hours at the measured rates."
     base_shape = shape_of(profile)
@@ -240,6 +242,7 @@ def estimate(profile: Profile,
                             "pass --shape to say which measured shape's rates price it")
     lengths = card_lengths(profile)
     if run is not None: lengths.update(run_lengths(run))
+    if measure is not None: lengths.update(measure_lengths(profile, measure))
     lengths.update(_parse_lengths(mean_tokens or {}))
     works = profile_work(profile, run)
     rates, keys, own = read_rates(rates_dir), rate_keys(profile, rate_shape, rate_overrides), rate_keys(profile, rate_shape)
@@ -330,6 +333,15 @@ def preemption_lines(est: Estimate) -> list[str]:
                       m(r['lost_hours'], r['bound']), m(r['lost_hours_without'], r['bound'])] for r in rows],
                     [False, False, True, False, True, True, True])]
 
+# %% ../nbs/94_estimate.ipynb #c039s
+def measured_line(lengths: Mapping[str, Length]) -> list[str]:
+    "With `--measure`: which lengths it measured and which training lengths are still upper bounds (nothing without it)."
+    got = [k for k, L in lengths.items() if L.source.startswith(MEASURED)]
+    if not got: return []
+    left = [k for k, L in lengths.items() if L.bound]
+    return [f"  measured by --measure: {', '.join(got)}; still upper bounds: {', '.join(left) or 'none'}"]
+
+
 # %% ../nbs/94_estimate.ipynb #c040
 def format_estimate(est: Estimate, detail: bool = False) -> str:
     "The estimate as text: GPU work per stage and part, CPU work, then every rate and mean length with where it comes from."
@@ -356,6 +368,7 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
     out += [f"  {k:<12} {'<=' if L.bound else ''}{L.tokens:,.1f}  {L.source}" for k, L in est.lengths.items()]
     caps = sorted({(l.work.length, l.work.cap) for l in est.lines if l.work.cap and est.lengths[l.work.length].tokens > l.work.cap})
     out += [f"  {k} is capped at max_new_tokens {c} where that is lower" for k, c in caps]
+    out += measured_line(est.lengths)
     if est.missing: out += ['', f"Incomplete: no rate for {', '.join(est.missing)}: the cells and totals that need one read 'no rate'."]
     return '\n'.join(out)
 
@@ -388,7 +401,8 @@ def estimate_command(args) -> Estimate:
         try: lengths[k] = float(v)
         except ValueError: raise EstimateError(f"--mean-tokens {k}={v}: not a number") from None
     est = estimate(profile, args.rates or Path(profile.root) / 'benchmarks' / 'results', run=args.run, shape=args.shape,
-                   mean_tokens=lengths, rate_overrides=_assignments(args.rate, '--rate'), partial=args.partial)
+                   mean_tokens=lengths, rate_overrides=_assignments(args.rate, '--rate'), partial=args.partial,
+                   measure=getattr(args, 'measure', None))
     print(format_estimate(est, detail=args.detail))
     if args.json: atomic_write_text(args.json, json.dumps(to_json(est), indent=1) + '\n')
     return est

@@ -14,10 +14,10 @@ from .io import iter_jsonl
 from .layout import EVAL_STAGES, EVIDENCE, math_dir
 
 # %% auto #0
-__all__ = ['GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'EstimateError', 'Length',
-           'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
-           'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
-           'profile_work']
+__all__ = ['GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'MEASURED', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'EstimateError',
+           'Length', 'card_lengths', 'run_lengths', 'measure_lengths', 'Work', 'Checkpointing', 'serve_requests',
+           'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work',
+           'eval_work', 'soups_work', 'profile_work']
 
 # %% ../nbs/94b_workload.ipynb #w005
 class EstimateError(ValueError):
@@ -101,6 +101,61 @@ def run_lengths(run_dir: str | Path) -> dict[str, Length]:
     run_dir = Path(run_dir)
     if not run_dir.is_dir(): raise EstimateError(f"{run_dir}: no such run folder")
     return {**_generated_lengths(run_dir), **_trained_lengths(run_dir)}   # generation sets and training units never share a name
+
+# %% ../nbs/94b_workload.ipynb #c020a
+MEASURED = 'measured by --measure'
+
+def _sample(corpus, n: int, root) -> list[dict]:
+    "The first `n` rows of the corpus's first band, as the stages read them; an error naming the corpus if it cannot be read."
+    from rsi_repro.config import Band
+    from rsi_repro.corpora import read_band
+    if Path(corpus.source).suffix in ('.jsonl', '.json', '.parquet') and not (Path(root) / corpus.source).is_file():
+        raise EstimateError(f"--measure: corpus {corpus.name}: no such file {corpus.source}")
+    b = corpus.bands[0]
+    try: return read_band(corpus, Band(b.start, min(b.stop, b.start + n)), root)
+    except Exception as e:   # a hub id without the network, a bad row: one line naming the corpus
+        raise EstimateError(f"--measure: corpus {corpus.name} ({corpus.source}): cannot read it: {' '.join(str(e).split())[:300]}") from None
+
+def _measured(corpora, count: Callable, n: int, root, what: str) -> Length:
+    "Mean of `count(corpus, row)` over each corpus's sample (None: left out), the corpora weighted by their rows in the bands."
+    per, kept, out = {}, [], 0
+    for c in corpora:
+        xs = [count(c, r) for r in _sample(c, n, root)]
+        ys = [x for x in xs if x is not None]
+        if not ys: raise EstimateError(f"--measure: corpus {c.name} ({c.source}): no row of the {len(xs)} read is trained on ({what})")
+        per[c.name] = (len(xs), sum(ys) / len(ys), sum(b.stop - b.start for b in c.bands)); kept += ys; out += len(xs) - len(ys)
+    mean = sum(m * w for _, m, w in per.values()) / sum(w for *_, w in per.values())
+    sd = math.sqrt(sum((y - sum(kept) / len(kept)) ** 2 for y in kept) / len(kept))
+    rows = ', '.join(f"{k} {r:,} (mean {m:,.1f})" for k, (r, m, _) in per.items())
+    return Length(mean, f"{MEASURED}: {sum(r for r, *_ in per.values()):,} rows ({rows}), sd {sd:,.1f}, range {min(kept):,}-{max(kept):,}"
+                        f"; {what}" + (f"; {out} longer than seq_len left out" if out else ''))
+
+def measure_lengths(profile: Profile, n: int = 200, tokenizer=None) -> dict[str, Length]:
+    "sft_example and dpo_pair measured on the first `n` rows of each corpus's first band, rendered and counted as training does."
+    from rsi_repro.corpora import binarize, chat_messages, row_where, tokenize_chat
+    if n < 1: raise EstimateError(f"--measure {n}: the sample needs at least one row per corpus")
+    if tokenizer is None:
+        from rsi_repro.eval_plan import model_ref
+        from rsi_repro.generate import load_tokenizer
+        try: tokenizer = load_tokenizer(model_ref(profile))
+        except Exception as e:
+            raise EstimateError(f"--measure: base {profile.base.name_or_path}: cannot load its tokenizer: {' '.join(str(e).split())[:300]}") from None
+    size = lambda msgs: len(tokenize_chat(msgs, tokenizer)[0])
+    out = {}
+    if profile.sft:
+        seq = profile.sft.optim.seq_len
+        def sft(c, row):
+            k = size(chat_messages(row, row_where(c, row)))
+            return k if k <= seq else None            # write_sft_mix leaves a longer example out
+        out['sft_example'] = _measured(profile.sft.corpora, sft, n, profile.root, f"chat template, examples over sft.optim.seq_len {seq} left out")
+    if profile.dpo:
+        seq, seed = profile.dpo.optim.seq_len, profile.dpo.optim.seed
+        def dpo(c, row):
+            p = binarize(row, row_where(c, row), seed=seed)
+            return sum(min(size([*p.prompt, {'role': 'assistant', 'content': a}]), seq) for a in (p.chosen, p.rejected))
+        out['dpo_pair'] = _measured([profile.dpo.corpus], dpo, n, profile.root, f"chat template, chosen + rejected with the prompt, each cut at dpo.optim.seq_len {seq}")
+    return out
+
 
 # %% ../nbs/94b_workload.ipynb #c022
 @dataclass(frozen=True)

@@ -213,3 +213,29 @@ def test_a_rate_chosen_by_hand_is_printed_as_a_stand_in(tmp_path):
     j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, *picks)
     assert j['stand_ins'] == {'generate.hf': 'generate.hf.b64.nemotron_h-30b-a3b', 'generate.vllm': 'generate.vllm.b256.nemotron_h-30b-a3b'}
     assert estimate_json(tmp_path, NEMOTRON, '--rates', write_rates(tmp_path / 'all', all_rates()))['stand_ins'] == {}
+
+
+def test_measure_replaces_the_bounds_with_the_local_corpora_lengths(tmp_path):
+    d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
+    tiny, gone = d / f"measure-{uuid.uuid4().hex[:8]}.yaml", d / f"measure-{uuid.uuid4().hex[:8]}.yaml"
+    tiny.write_text("extends: ../../configs/tiny.yaml\nevals:\n  math: {n: 10}\n")          # math's count without a run
+    gone.write_text(f"extends: {tiny.name}\ndpo:\n  corpus: {{name: ultrafeedback, source: data/corpora/gone.jsonl, bands: [{{start: 0, stop: 256}}]}}\n")
+    try:
+        flags = ('--shape', 'nemotron_h-30b-a3b', '--partial')
+        bound = estimate_json(tmp_path, tiny, *flags)
+        j = estimate_json(tmp_path, tiny, *flags, '--measure', '20')
+        for unit, limit in (('sft_example', 256), ('dpo_pair', 512)):
+            assert bound['lengths'][unit] == {'tokens': float(limit), 'source': bound['lengths'][unit]['source'], 'bound': True}
+            L = j['lengths'][unit]
+            assert L['bound'] is False and L['source'].startswith('measured by --measure: ') and 0 < L['tokens'] < limit
+        assert '40 rows (tulu3 20' in j['lengths']['sft_example']['source'] and '20 rows (ultrafeedback 20' in j['lengths']['dpo_pair']['source']
+        assert tokens(j, 'sft', 'train.sft') == 2 * 600 * j['lengths']['sft_example']['tokens']
+        assert tokens(bound, 'sft', 'train.sft') == 2 * 600 * 256
+        assert j['totals']['hf'] < bound['totals']['hf']
+        code, out, _ = cli('estimate', tiny, *flags, '--measure', '5')
+        assert code == 0 and 'measured by --measure: dpo_pair, sft_example; still upper bounds: none' in out
+        code, out, err = cli('estimate', gone, *flags, '--measure', '5')
+        line, = err.strip().splitlines()          # the profile's own check names the corpus's file (measure_lengths too, given such a profile)
+        assert code != 0 and 'dpo.corpus.source' in line and 'data/corpora/gone.jsonl' in line
+    finally:
+        for p in (tiny, gone): p.unlink(missing_ok=True)
