@@ -59,6 +59,21 @@ def copy_results(run_dir: Path, out_dir: Path, root: Path | None = None) -> list
     return [*written, out_dir / HASHES, out_dir / MADE_BY]
 
 
+def arithmetic() -> dict:
+    """What decides a CPU run's last bits besides the code: the processor's instruction-set flags, the core count (the
+    threads torch uses), and the numerical packages' versions. Two machines that agree on these give the demo bit for bit."""
+    import hashlib, os, platform
+    from importlib import metadata
+    flags = next((l.split(':', 1)[1].split() for l in Path('/proc/cpuinfo').read_text().splitlines() if l.startswith('flags')), []) \
+        if Path('/proc/cpuinfo').exists() else [platform.processor()]
+    versions = {}
+    for pkg in ('torch', 'transformers', 'peft', 'trl', 'numpy'):
+        try: versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError: versions[pkg] = None
+    return {'cpu_flags_sha256': hashlib.sha256(' '.join(sorted(flags)).encode()).hexdigest(), 'cpus': os.cpu_count(),
+            'machine': platform.machine(), 'packages': versions}
+
+
 def made_by(root: Path) -> dict:
     "The code that made a result: the commit, and sha256 of the library's modules and of the notebooks (a dirty tree shows)."
     import hashlib, subprocess
@@ -67,7 +82,7 @@ def made_by(root: Path) -> dict:
     git = lambda *a: subprocess.run(['git', *a], cwd=root, capture_output=True, text=True).stdout.strip()
     return {'commit': git('rev-parse', 'HEAD'), 'uncommitted_changes': bool(git('status', '--porcelain', '--', 'rsi_repro', 'nbs', 'configs')),
             'library_sha256': digest((root / 'rsi_repro').glob('*.py')), 'notebooks_sha256': digest((root / 'nbs').glob('*.ipynb')),
-            'profile_sha256': hashlib.sha256((root / 'configs' / 'tiny.yaml').read_bytes()).hexdigest()}
+            'profile_sha256': hashlib.sha256((root / 'configs' / 'tiny.yaml').read_bytes()).hexdigest(), 'arithmetic': arithmetic()}
 
 
 def main(argv=None) -> int:
