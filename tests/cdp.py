@@ -89,3 +89,25 @@ class Browser:
         except (RuntimeError, TimeoutError, OSError): pass
         try: self.proc.wait(timeout=20)
         except subprocess.TimeoutExpired: self.proc.kill()
+
+
+# Whether any handler planted in a page ran, and how many elements carry a script or an on* attribute
+HANDLERS = "[...document.querySelectorAll('*')].filter(e => e.tagName === 'SCRIPT' || [...e.attributes].some(a => a.name.startsWith('on'))).length"
+
+
+def inert(browser: Browser, tab, page, ran: str) -> tuple:
+    "Open `page`: (whether the JS expression `ran` is true there, the elements with a script or handler)."
+    browser.goto(tab, page.resolve().as_uri())
+    fired, handlers = browser.evaluate(tab, f"[Boolean({ran}), {HANDLERS}]")
+    return fired, handlers
+
+
+def pages_showing_as_text(browser: Browser, site, text: str, ran: str) -> list[str]:
+    """Open every page of a site: on each, no planted handler ran (`ran` is false) and no element has a script or handler
+    (else an assertion names the page); the pages on which `text` is shown, as text a reader sees."""
+    tab, shown = browser.page('about:blank'), []
+    for page in sorted(site.rglob('*.html')):
+        fired, handlers = inert(browser, tab, page, ran)
+        assert not fired and handlers == 0, f"{page.relative_to(site)}: a handler ran: {fired}; elements with a script or handler: {handlers}"
+        if browser.evaluate(tab, f"document.body.innerText.includes({json.dumps(text)})"): shown.append(page.relative_to(site).as_posix())
+    return shown

@@ -444,19 +444,9 @@ def test_markup_planted_in_ids_and_prompts_is_text_in_the_browser(site, tmp_path
     """Every serve and open-chat prompt of this run carries `PLANTED` (an element with a handler) in its id and its text
     (conftest.py). Headless Chromium opens every page of the site: the handler never ran, no element of the site has an
     event-handler attribute or a script, and the planted markup is on the pages as text a reader sees."""
-    from cdp import Browser
+    from cdp import Browser, pages_showing_as_text
     from conftest import PLANTED
-    pages = sorted(site.rglob('*.html'))
     browser = Browser(CHROMIUM, tmp_path / 'profile', tmp_path / 'downloads')
-    shown = []
-    try:
-        tab = browser.page('about:blank')
-        for page in pages:
-            browser.goto(tab, page.resolve().as_uri())
-            ran, handlers = browser.evaluate(tab, "[window.__planted === 1, [...document.querySelectorAll('*')].filter(e => "
-                                                  "e.tagName === 'SCRIPT' || [...e.attributes].some(a => a.name.startsWith('on'))).length]")
-            assert not ran and handlers == 0, f"{page.relative_to(site)}: planted handler ran: {ran}; elements with a script or handler: {handlers}"
-            if browser.evaluate(tab, f"document.body.innerText.includes({json.dumps(PLANTED)})"): shown.append(page.relative_to(site).as_posix())
-    finally:
-        browser.close()
+    try: shown = pages_showing_as_text(browser, site, PLANTED, 'window.__planted === 1')
+    finally: browser.close()
     assert {'stages/serve.html', 'stages/sft.html'} <= set(shown), shown      # the ids and prompts reached the pages, as text

@@ -29,8 +29,7 @@ ANSWER = '<svg onload=window.__answered-->'
 ANSWER_IDS = [31, 2888, 74, 340, 1962, 32, 90, 1037, 2046, 294, 604, 288, 357, 33]
 
 # The same checks as test_pipeline's planted-markup test, plus the answer's handler.
-CHECK = ("[window.__planted === 1, window.__answered !== undefined, [...document.querySelectorAll('*')].filter(e => "
-         "e.tagName === 'SCRIPT' || [...e.attributes].some(a => a.name.startsWith('on'))).length]")
+RAN = 'window.__planted === 1 || window.__answered !== undefined'   # a handler planted in a prompt or in the answer ran
 
 # The report stage's front page is the study's ladder (two evaluated checkpoints on H6 and probe2), so the run has the
 # fewest stages that make one: the pools, a small SFT adapter, the sealed rule and the eval of base and sft.
@@ -120,7 +119,7 @@ def test_the_planted_answer_is_distinct_tokens_that_decode_to_it():
 def test_a_models_markup_answer_is_text_in_the_browser(planted_run, tmp_path):
     import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
-    from cdp import Browser
+    from cdp import Browser, inert, pages_showing_as_text
     from rsi_repro.chat import IM_END, render
     from rsi_repro.io import read_jsonl
     results, run_dir = planted_run
@@ -141,19 +140,11 @@ def test_a_models_markup_answer_is_text_in_the_browser(planted_run, tmp_path):
     assert sorted((r['id'], r['response']) for r in shards) == sorted((a['id'], ANSWER) for a in answers)
 
     site = run_dir / 'report/site'
-    pages = sorted(site.rglob('*.html'))
     serve_page = site / 'stages/serve.html'
-    assert serve_page in pages
+    assert serve_page.exists()
     browser = Browser(CHROMIUM, tmp_path / 'profile', tmp_path / 'downloads')
-    shown = []
     try:
-        tab = browser.page('about:blank')
-        for page in pages:
-            browser.goto(tab, page.resolve().as_uri())
-            planted, answered, handlers = browser.evaluate(tab, CHECK)
-            assert not planted and not answered and handlers == 0, \
-                f"{page.relative_to(site)}: a handler ran: {planted or answered}; elements with a script or handler: {handlers}"
-            if browser.evaluate(tab, f"document.body.innerText.includes({json.dumps(ANSWER)})"): shown.append(page.relative_to(site).as_posix())
+        shown = pages_showing_as_text(browser, site, ANSWER, RAN)
         assert 'stages/serve.html' in shown, shown                                # the answer reached the page, as text
         # the check sees an answer that arrives raw: the serve page with the answer inlined as markup is flagged
         text = serve_page.read_text()
@@ -161,8 +152,7 @@ def test_a_models_markup_answer_is_text_in_the_browser(planted_run, tmp_path):
         assert escaped in text
         raw = tmp_path / 'serve_raw_answer.html'
         raw.write_text(text.replace(escaped, ANSWER))
-        browser.goto(tab, raw.resolve().as_uri())
-        planted, answered, handlers = browser.evaluate(tab, CHECK)
-        assert answered and handlers > 0, (answered, handlers)
+        fired, handlers = inert(browser, browser.page('about:blank'), raw, RAN)
+        assert fired and handlers > 0, (fired, handlers)
     finally:
         browser.close()
