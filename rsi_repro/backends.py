@@ -337,7 +337,8 @@ class VLLMBackend:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         params = [SamplingParams(temperature=decode.temperature, top_p=decode.top_p, max_tokens=decode.max_new_tokens,
-                                 stop_token_ids=self.stops, seed=seed * 1_000_003 + i, skip_special_tokens=False)
+                                 stop_token_ids=self.stops, seed=seed * 1_000_003 + i, skip_special_tokens=False,
+                                 detokenize=False)   # the rows are decoded from token ids; vLLM's text would be per-step CPU work
                   for i in range(len(prompts))]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
                                  lora_request=self.lora, use_tqdm=False)

@@ -15,8 +15,8 @@ from .io import timed
 from .backends import BACKENDS, Decode, ModelRef
 
 # %% auto #0
-__all__ = ['ENGINE_HOST_ENV', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers', 'release_engines',
-           'EngineHost']
+__all__ = ['ENGINE_HOST_ENV', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_devices', 'engine_workers',
+           'beside_training', 'release_engines', 'EngineHost']
 
 # %% ../nbs/03b_engines.ipynb #c014e
 class EngineFailed(RuntimeError):
@@ -53,12 +53,12 @@ def _load(held: dict, model: ModelRef, serving: Serving, backend: str, work_dir)
 def _serve(conn, held: dict) -> str:
     """Answer one client until it says 'close' or 'shutdown', or goes away ('gone'): load a checkpoint's engine (or its
     weights into the engine held), generate, unload it (the process and what it imported stay for the next load). Plain
-    data both ways; `held['engine']` is the loaded engine, kept across clients only by a caller that decides so."""
+    data both ways; `held['engine']` is the loaded engine, kept after a 'close' only by a caller that decides so."""
     while True:
         try: msg = conn.recv()
         except (EOFError, OSError): return 'gone'
         try:
-            if msg[0] in ('close', 'unload', 'shutdown'): _drop(held)
+            if msg[0] in ('unload', 'shutdown'): _drop(held)     # a close leaves it to the process: a run's host keeps it
             if msg[0] in ('close', 'shutdown'): conn.send(('ok', None)); return msg[0]
             if msg[0] == 'unload': reply = ('ok', None)
             elif msg[0] == 'load': reply = ('ok', _load(held, ModelRef(**msg[1]), from_dict(Serving, msg[2]), msg[3], msg[4]))
@@ -73,7 +73,9 @@ def _serve(conn, held: dict) -> str:
 def _serve_engine(conn, gpu: str | None, env: dict) -> None:
     "A stage's own engine process: it serves its stage's process and ends with it."
     _engine_process(gpu, env)
-    _serve(conn, {})
+    held = {}
+    try: _serve(conn, held)
+    finally: _drop(held)
 
 
 # %% ../nbs/03b_engines.ipynb #c014y
@@ -156,10 +158,14 @@ def spreads(backend: str, procs: Processes) -> bool:
 # %% ../nbs/03b_engines.ipynb #c014g
 _WORKERS: dict[tuple, list[EngineWorker]] = {}       # devices -> the live engines of this process
 
-def engine_workers(procs: Processes) -> list[EngineWorker]:
+def engine_devices(procs: Processes, per_device: int = 1) -> tuple[str, ...]:
+    "The device of each engine: every GPU of `procs` `per_device` times over, else one 'cpu' per CPU process."
+    return tuple(g for g in procs.gpus for _ in range(per_device)) or ('cpu',) * procs.count
+
+def engine_workers(procs: Processes, per_device: int = 1) -> list[EngineWorker]:
     """One live engine process per device of `procs`, started on first use and reused by every later call: the run's
     shared ones when the pipeline started them for these devices (`EngineHost`), else this process's own."""
-    key = procs.gpus or ('cpu',) * procs.count
+    key = engine_devices(procs, per_device)
     if key not in _WORKERS:
         release_engines()
         with timed('engine_processes', devices=len(key), shared=(host := shared_engines(key)) is not None):
@@ -168,11 +174,16 @@ def engine_workers(procs: Processes) -> list[EngineWorker]:
         atexit.unregister(release_engines); atexit.register(release_engines)   # after multiprocessing's own exit hook, so
     return _WORKERS[key]                                                          # it runs first: that hook waits for them
 
+def beside_training() -> bool:
+    "Whether the run's shared engines stay loaded while a stage trains (`serving.vllm.train_beside`, as the run named them)."
+    return bool((spec := os.environ.get(ENGINE_HOST_ENV)) and json.loads(spec).get('train_beside'))
+
 def release_engines(keep_processes: bool = False) -> None:
     """Free the GPU memory of every generation engine this process started: close their processes (at exit, after a
     failure), or, with `keep_processes` (before training), only their engines, so that the next generation loads its
     engine in a process that has already started and imported its backend. A process that cannot unload is closed.
     A run's shared engine process is never closed from here: it unloads and waits for the next stage."""
+    if keep_processes and beside_training(): return       # the run's engines and the trainer share the GPU: they stay
     if not keep_processes:
         for workers in _WORKERS.values():
             for w in workers: w.close()
@@ -190,7 +201,8 @@ def _leave(*_): raise SystemExit(0)
 
 def _host_engine(address: str, authkey: bytes, gpu: str | None, env: dict, imports: tuple, ready) -> None:
     """A run's shared engine process: it serves one stage's process at a time on a local socket, imports its backend
-    once for the whole run, and frees its engine whenever a stage lets go of it, finishes or dies."""
+    once for the whole run, and keeps the engine a stage leaves cleanly for the next stage (whose first load reloads
+    its weights into it); it frees the engine when asked to ('unload': before a stage that trains) or when a stage dies."""
     import multiprocessing, signal, threading
     from multiprocessing.connection import Listener, wait
     _engine_process(gpu, env)
@@ -210,18 +222,19 @@ def _host_engine(address: str, authkey: bytes, gpu: str | None, env: dict, impor
                 with conn:
                     conn.send(('host', os.getpid()))
                     how = _serve(conn, held)
-                _drop(held)
+                if how != 'close': _drop(held)     # a stage that died mid-way leaves its engine in doubt: a fresh one
                 if how == 'shutdown': return
         finally: _drop(held)
 
 
 # %% ../nbs/03b_engines.ipynb #c014zn
 class EngineHost:
-    "A run's shared engine processes, one per device of `procs`; `env` names them to the stages' kernels."
-    def __init__(self, procs: Processes, backend: str):
+    """A run's shared engine processes, `per_device` on each device of `procs`; `env` names them to the stages' kernels,
+    and whether they stay loaded while a stage trains (`train_beside`)."""
+    def __init__(self, procs: Processes, backend: str, per_device: int = 1, train_beside: bool = False):
         import multiprocessing, tempfile
         ctx = multiprocessing.get_context('spawn')
-        self.key = procs.gpus or ('cpu',) * procs.count
+        self.key = engine_devices(procs, per_device)
         self.folder = Path(tempfile.mkdtemp(prefix='rsi-repro-engines-'))      # private to this user: the sockets
         authkey, ready = os.urandom(32), [ctx.Event() for _ in self.key]
         self.addresses = [str(self.folder / f"engine-{i}") for i in range(len(self.key))]
@@ -234,7 +247,16 @@ class EngineHost:
             while not r.wait(1):
                 if not p.is_alive():
                     self.close(); raise EngineFailed(f"a shared engine process stopped as it started (exit code {p.exitcode})")
-        self.env = {ENGINE_HOST_ENV: json.dumps({'devices': list(self.key), 'addresses': self.addresses, 'authkey': authkey.hex()})}
+        self.authkey = authkey
+        self.env = {ENGINE_HOST_ENV: json.dumps({'devices': list(self.key), 'addresses': self.addresses, 'authkey': authkey.hex(),
+                                                 **({'train_beside': True} if train_beside else {})})}
+
+    def unload(self) -> None:
+        "Free every engine they hold (before a stage that trains), keeping the processes and what they imported."
+        for g, a in zip(self.key, self.addresses):
+            w = EngineWorker(None if g == 'cpu' else g, a, self.authkey)
+            try: w.unload()
+            finally: w.close()
 
     @property
     def pids(self) -> list[int]: return [p.pid for p in self.procs]

@@ -64,14 +64,18 @@ class SpreadBackend:
         self.model, self.serving, self.backend, self.work_dir, self.procs = model, serving, backend, work_dir, procs
         self.tokenizer = load_tokenizer(model); self.stops = stop_ids(self.tokenizer)
         self.key = repr((model, serving, backend))
+        self.per_device = serving.vllm.engines_per_gpu if backend == 'vllm' else 1
 
     def _engines(self) -> list[EngineWorker]:
         "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
-        workers = engine_workers(self.procs)
+        workers = engine_workers(self.procs, self.per_device)
         if all(w.loaded == self.key for w in workers): return workers
+        # engines sharing a GPU start one after another: vLLM sizes its cache from the GPU's free memory, and counts a
+        # neighbour starting meanwhile as its own (vllm-project/vllm#55827)
+        together = 1 if self.per_device > 1 else len(workers)
         try:
-            with ThreadPoolExecutor(len(workers)) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend,
-                                                           engines=[w.pid for w in workers]) as found:
+            with ThreadPoolExecutor(together) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend,
+                                                       engines=[w.pid for w in workers]) as found:
                 found['how'] = list(ex.map(lambda w: w.load(self.key, self.model, self.serving, self.backend, self.work_dir), workers))
         except EngineFailed: release_engines(); raise
         return workers
@@ -167,7 +171,9 @@ ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     # not whether an engine got the weights reloaded or new: the rows are the same (tests/test_gpu.py checks it on a GPU)
-    vllm = {k: v for k, v in asdict(serving.vllm).items() if k != 'reload_weights'} if backend == 'vllm' else None
+    # nor how many engines share a GPU, nor whether they stay beside training: each shard is one engine's batch either way
+    vllm = ({k: v for k, v in asdict(serving.vllm).items() if k not in ('reload_weights', 'engines_per_gpu', 'train_beside')}
+            if backend == 'vllm' else None)
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
             'checkpoint': checkpoint_identity(model), 'merge': model.merge, 'decode': asdict(decode), 'backend': backend,
             **({'template': model.template} if model.template != 'study' else {}),     # the study's: as plans have always been

@@ -242,7 +242,12 @@ class RunEngines:
             from rsi_repro.compute import processes
             self.decided, procs, backend = True, processes(), self.profile.serving.backend
             if spreads(backend, procs) and procs.nodes == 1:      # over several nodes each node's process starts its own
-                with timed('engine_host', devices=procs.count, backend=backend): self.host = EngineHost(procs, backend)
+                vllm = self.profile.serving.vllm
+                with timed('engine_host', devices=procs.count, backend=backend):
+                    self.host = EngineHost(procs, backend, per_device=vllm.engines_per_gpu if backend == 'vllm' else 1,
+                                           train_beside=vllm.train_beside)
+        if self.host and stage_reads(stage).trains and not self.profile.serving.vllm.train_beside:
+            self.host.unload()                                   # the engines the last stage left loaded: the GPU is the trainer's
         return self.host.env if self.host else {}
 
     def close(self) -> None:

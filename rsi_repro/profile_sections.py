@@ -46,13 +46,19 @@ class VLLMSettings:
     max_num_seqs: int = 256
     batch_invariant: bool = True        # greedy is not batch-invariant in vLLM unless asked
     reload_weights: bool = True         # load a checkpoint of the engine's frame into it, not a new engine (vllm_frame)
+    engines_per_gpu: int = 1            # engines side by side on each GPU, shards to whichever is free: a small model's
+                                        # decoding is bound by each engine's own CPU loop, not by the GPU
+    train_beside: bool = False          # a run's shared engines stay loaded while a stage trains (the GPU holds both)
     def validate(self, where, p):
         one_of(where, f"{p}.max_lora_rank", self.max_lora_rank, VLLM_LORA_RANKS)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ProfileError(where, f"{p}.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:
             raise ProfileError(where, f"{p}.kv_cache_gib", f"must be > 0 GiB (or absent), got {self.kv_cache_gib}")
-        for k in ('tensor_parallel_size', 'max_num_seqs'): positive(where, f"{p}.{k}", getattr(self, k))
+        for k in ('tensor_parallel_size', 'max_num_seqs', 'engines_per_gpu'): positive(where, f"{p}.{k}", getattr(self, k))
+        if self.engines_per_gpu > 1 and self.engines_per_gpu * self.gpu_memory_utilization > 1:
+            raise ProfileError(where, f"{p}.gpu_memory_utilization", f"{self.engines_per_gpu} engines per GPU (engines_per_gpu) "
+                               f"at {self.gpu_memory_utilization} each take more than the GPU: at most {1 / self.engines_per_gpu:.3g} each")
 
 # %% ../nbs/00g_profile_sections.ipynb #c010f
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class Reads:
     labels: tuple[str, ...] = ()         # globs in its folder: a person's labels, kept by every rerun and hashed into its key
     reuse: tuple[str, ...] = (PLANS,)    # globs in its folder: caches it checks before use, kept unless forced, dropped when unused
     after: tuple[str, ...] = ()          # notebooks of stages it needs to have run first but does not read: order, not input
+    trains: bool = False                 # it trains on the GPU: the run's engines are unloaded before it (RunEngines)
 
 def profile_sections() -> tuple[str, ...]:
     "The profile's sections: every field of `Profile` but those every stage may read."
@@ -61,10 +62,10 @@ SERVES = ('base', 'serving')                     # a stage that generates or tra
 STAGE_READS: dict[str, Reads] = {
     'serve':       Reads((*SERVES, 'prompts')),
     'pools':       Reads(('pools',), data=('data/pools',)),
-    'sft':         Reads(('sft', *SERVES, 'prompts')),
-    'dpo':         Reads(('dpo', *SERVES, 'prompts'), reuse=(PLANS, (dpo_arm_dir('', '*') / ADAPTER).as_posix())),
-    'repair':      Reads(('repair', *SERVES, 'prompts')),
-    'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, arm_adapter('', '*').as_posix())),
+    'sft':         Reads(('sft', *SERVES, 'prompts'), trains=True),
+    'dpo':         Reads(('dpo', *SERVES, 'prompts'), reuse=(PLANS, (dpo_arm_dir('', '*') / ADAPTER).as_posix()), trains=True),
+    'repair':      Reads(('repair', *SERVES, 'prompts'), trains=True),
+    'rounds':      Reads(('rounds', *SERVES), reuse=(PLANS, arm_adapter('', '*').as_posix()), trains=True),
     'preregister': Reads(('promotion',), keep=(SEAL_FILE,)),
     'eval':        Reads(('evals', *SERVES, 'sft', 'dpo', 'repair', 'rounds', 'soups'), data=('data/prompts',),  # sft: math decontamination;
                          labels=(SAFETY_SHEETS,), reuse=(PLANS, MATH_PROBLEMS),                     # the rest: each checkpoint's parent
@@ -73,7 +74,7 @@ STAGE_READS: dict[str, Reads] = {
     'grid':        Reads(('rounds', 'pools', 'evals', 'soups')),      # soups: where a lineage checkpoint is a soup, what it follows
     'pair_read':   Reads(('pair_read', 'evals', *SERVES, 'rounds', 'soups'), data=('data/prompts',), labels=BLIND_SHEETS),
     'soups':       Reads(('soups', 'evals', *SERVES, 'rounds'), data=('data/prompts',), labels=(SAFETY_SHEETS, *BLIND_SHEETS),
-                         reuse=(PLANS, soup_parent_adapter('', '*').as_posix())),
+                         reuse=(PLANS, soup_parent_adapter('', '*').as_posix()), trains=True),   # the soups' own seeds
     'report':      Reads(('evals', 'sft', 'dpo', 'repair', 'rounds', 'pair_read', 'soups'), data=('nbs', 'data/claims', PROFILE_FILE)),
 }
 

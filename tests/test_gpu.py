@@ -157,6 +157,29 @@ def test_training_on_cuda_records_one_gpu_and_bf16(tmp_path):
 
 
 @pytest.mark.gpu
+@needs_vllm
+def test_engines_sharing_one_gpu_give_the_rows_of_one_engine(tmp_path, monkeypatch):
+    """Three vLLM engines side by side on one GPU (serving.vllm.engines_per_gpu), started one after another, each
+    with a fixed cache: every shard's rows equal one engine's (each shard is one engine's batch either way), in the
+    same plan folder."""
+    from dataclasses import replace
+    from rsi_repro.compute import Processes
+    from rsi_repro.generate import ModelRef, generate, make_backend, plan_dir, release_engines
+    from rsi_repro.io import TIMINGS_ENV, read_jsonl
+    monkeypatch.setenv(TIMINGS_ENV, str(tmp_path / 'timings.jsonl'))
+    ref, srv = ModelRef(str(ROOT / 'data/tiny_base'), dtype='bfloat16'), serving(backend='vllm')
+    gpu = Processes(1, ('0',), 1)
+    one = generate(requests(), ref, srv, tmp_path / 'one', progress=False, backend_obj=make_backend(ref, srv, procs=gpu))
+    release_engines()
+    three = replace(srv, vllm=replace(srv.vllm, engines_per_gpu=3, gpu_memory_utilization=0.1))
+    many = generate(requests(), ref, three, tmp_path / 'three', progress=False, backend_obj=make_backend(ref, three, procs=gpu))
+    release_engines()
+    assert one.to_dict('records') == many.to_dict('records')
+    assert [p.name for p in (tmp_path / 'one').iterdir()] == [p.name for p in (tmp_path / 'three').iterdir()]   # one plan
+    loads = [t for t in read_jsonl(tmp_path / 'timings.jsonl') if t['part'] == 'engine_load']
+    assert [len(t['engines']) for t in loads] == [1, 3] and loads[1]['how'] == ['started'] * 3, loads
+
+@pytest.mark.gpu
 @two_gpus
 def test_two_gpus_generate_the_rows_of_one(tmp_path):
     from rsi_repro.compute import Processes
