@@ -98,7 +98,8 @@ def copy(run_dir: Path, out: Path = RESULTS) -> list[Path]:
                'stages': [{**s, 'backend': 'vllm', 'peak_gib_per_gpu': None} for s in stages],
                'evaluation_by_hand': _by_hand(device / 'partial_eval.log') if (device / 'partial_eval.log').exists() else [],
                'versions': manifest['versions'], 'gpus': ['NVIDIA H200'], 'date': '2026-12-04'}
-    TIMINGS.write_text(json.dumps(timings, indent=1, ensure_ascii=False) + '\n'); written.append(TIMINGS)
+    kept = {k: v for k, v in json.loads(TIMINGS.read_text()).items() if k.startswith('run_')} if TIMINGS.exists() else {}
+    TIMINGS.write_text(json.dumps({**timings, **kept}, indent=1, ensure_ascii=False) + '\n'); written.append(TIMINGS)   # later runs' records stay
     return written
 
 

@@ -15,6 +15,7 @@
 #   bash benchmarks/device/gpu_study.sh speed    # train_speed.py over 20 timed steps on the card's shapes, ours beside stock
 #   bash benchmarks/device/gpu_study.sh smollm2  # configs/smollm2.yaml (the real model) from a clean folder, then a rerun; the
 #                                                # run's result files (no weights, no notebooks) as smollm2_run.tgz
+#   bash benchmarks/device/gpu_study.sh smollm2_files  # those files as they are now (a run still going: what it has written)
 #
 #   bash benchmarks/device/gpu_study.sh caches   # what the first engine compiled here: the Triton kernels (triton_cache.tgz)
 #                                                # and FlashInfer's JIT-built sampling ops with vLLM's model-inspection cache
@@ -26,7 +27,7 @@
 # shows each lane's log's end.
 set -u
 case "${1:-}" in
-start) shift; rm -rf /tmp/study.lanes; mkdir -p /tmp/study_out /tmp/study.lanes
+start) shift; mkdir -p /tmp/study_out /tmp/study.lanes        # a later start adds lanes beside those still running
        # the wheels were installed without bytecode: compile it once on all cores, not in every lane's first import
        [ -d /tmp/site ] && [ ! -f /tmp/site/.compiled ] && python3 -m compileall -q -j 0 /tmp/site > /dev/null 2>&1; touch /tmp/site/.compiled
        for lane in "$@"; do
@@ -83,6 +84,8 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
   estimate) rsi estimate configs/nemotron.yaml --run outputs/gpu-smoke > "$OUT/estimate_run.txt" 2>&1; tail -n 5 "$OUT/estimate_run.txt" ;;
   smollm2) kernel; python3 benchmarks/gpu_pipeline.py run configs/smollm2.yaml --out "$OUT/gpu_pipeline_smollm2.json" > "$OUT/smollm2.log" 2>&1
            tail -n 25 "$OUT/smollm2.log" | grep -v "^\[IPKernelApp\]"
+           bash "$0" smollm2_files ;;
+  smollm2_files)   # what the run has written so far (also while it still runs): results, logs, timings; no weights
            tar -czf "$OUT/smollm2_run.tgz" --exclude='*.safetensors' --exclude='*.bin' --exclude='*.npz' --exclude='*.ipynb' \
              --exclude='outputs/smollm2/base' --exclude='merged-*' --exclude='samples_draw*' --exclude='outputs/smollm2/report/site' outputs/smollm2
            ls -la "$OUT/smollm2_run.tgz" ;;
@@ -122,7 +125,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|smollm2|caches ..." >&2; exit 2 ;;
+  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
