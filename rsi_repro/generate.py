@@ -70,9 +70,9 @@ class SpreadBackend:
         "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."
         workers = engine_workers(self.procs, self.per_device)
         if all(w.loaded == self.key for w in workers): return workers
-        # engines sharing a GPU start one after another: vLLM sizes its cache from the GPU's free memory, and counts a
-        # neighbour starting meanwhile as its own (vllm-project/vllm#55827)
-        together = 1 if self.per_device > 1 else len(workers)
+        # engines sharing a GPU start one after another unless each has a fixed cache: vLLM sizes its cache from the
+        # GPU's free memory, and counts a neighbour starting meanwhile as its own (vllm-project/vllm#55827)
+        together = 1 if self.per_device > 1 and self.serving.vllm.kv_cache_gib is None else len(workers)
         try:
             with ThreadPoolExecutor(together) as ex, timed('engine_load', checkpoint=self.model.label, backend=self.backend,
                                                        engines=[w.pid for w in workers]) as found:

@@ -159,9 +159,9 @@ def test_training_on_cuda_records_one_gpu_and_bf16(tmp_path):
 @pytest.mark.gpu
 @needs_vllm
 def test_engines_sharing_one_gpu_give_the_rows_of_one_engine(tmp_path, monkeypatch):
-    """Three vLLM engines side by side on one GPU (serving.vllm.engines_per_gpu), started one after another, each
-    with a fixed cache: every shard's rows equal one engine's (each shard is one engine's batch either way), in the
-    same plan folder."""
+    """Three vLLM engines side by side on one GPU (serving.vllm.engines_per_gpu), started together, each with a
+    fixed cache: every shard's rows equal one engine's (each shard is one engine's batch either way), in the same
+    plan folder."""
     from dataclasses import replace
     from rsi_repro.compute import Processes
     from rsi_repro.generate import ModelRef, generate, make_backend, plan_dir, release_engines
