@@ -10,11 +10,11 @@ PROFILE = f"""extends: ../../configs/tiny.yaml
 run: {RUN}
 sft:
   corpora:
-    - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 160}}]}}
-    - {{name: smoltalk, source: data/corpora/smoltalk_sample.jsonl, bands: [{{start: 0, stop: 160}}]}}
+    - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 32}}]}}
+    - {{name: smoltalk, source: data/corpora/smoltalk_sample.jsonl, bands: [{{start: 0, stop: 32}}]}}
   optim: {{lr: 2.0e-3, micro_batch: 8, grad_accum: 2, seq_len: 256, seed: 1, epochs: 1, warmup: 0.05, schedule: cosine_with_min_lr, min_lr_rate: 0.01}}
 dpo:
-  corpus: {{name: ultrafeedback, source: data/corpora/ultrafeedback_sample.jsonl, bands: [{{start: 0, stop: 48}}]}}
+  corpus: {{name: ultrafeedback, source: data/corpora/ultrafeedback_sample.jsonl, bands: [{{start: 0, stop: 16}}]}}
   grid:
     - {{name: b010_lr5e-4, beta: 0.1, lr: 5.0e-4}}
 stages:
