@@ -9,7 +9,8 @@
 #   bash benchmarks/device/gpu_study.sh base     # build data/nemotron_h_small on the GPU when absent; a tar of it to $OUT
 #   bash benchmarks/device/gpu_study.sh smoke    # configs/gpu-smoke.yaml from a clean folder, then a rerun that skips all
 #   bash benchmarks/device/gpu_study.sh resume   # kill gpu-smoke's eval part-way, resume, compare with the finished rows
-#   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu
+#   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu (alone: beside the smollm2 lane on an 80 GB card its engines
+#                                                # found too little free memory to start, 2026-12-05)
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
 #   bash benchmarks/device/gpu_study.sh speed    # train_speed.py over 20 timed steps on the card's shapes, ours beside stock
@@ -37,6 +38,8 @@ start) shift; mkdir -p /tmp/study_out /tmp/study.lanes        # a later start ad
 wait)  [ -f /tmp/study.lanes/all ] || { echo "no lanes were started on this machine (a fresh one: the last was released); nothing to wait for" >&2; exit 3; }
        lanes=$(wc -l < /tmp/study.lanes/all)
        for _ in $(seq 1 $(( ${WAIT:-540} / 5 ))); do [ "$(ls /tmp/study.lanes/*.done 2>/dev/null | wc -l)" -ge "$lanes" ] && break; sleep 5; done
+       # what the real model's run has written so far comes back with every wait: a lease may end before the run does
+       [ -d outputs/smollm2 ] && OUT=/tmp/study_out bash "$0" smollm2_files > /dev/null 2>&1
        mkdir -p "${OUT:-/tmp/out}"; tar -czf "${OUT:-/tmp/out}/study.tgz" -C /tmp/study_out . 2>/dev/null   # one file: $OUT returns 8
        # a file comes back only under 16 MiB: a larger study.tgz comes back in pieces (cat study.tgz.part-* > study.tgz)
        if [ "$(stat -c %s "${OUT:-/tmp/out}/study.tgz")" -gt 15728640 ]; then
@@ -87,7 +90,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
            bash "$0" smollm2_files ;;
   smollm2_files)   # what the run has written so far (also while it still runs): results, logs, timings; no weights
            tar -czf "$OUT/smollm2_run.tgz" --exclude='*.safetensors' --exclude='*.bin' --exclude='*.npz' --exclude='*.ipynb' \
-             --exclude='outputs/smollm2/base' --exclude='merged-*' --exclude='samples_draw*' --exclude='outputs/smollm2/report/site' outputs/smollm2
+             --exclude='outputs/smollm2/base' --exclude='merged-*' --exclude='samples_draw*' --exclude='shard-*.jsonl' --exclude='outputs/smollm2/report/site' outputs/smollm2
            ls -la "$OUT/smollm2_run.tgz" ;;
   speed) # training rates over 20 timed steps, the library beside the stock loop in one process per shape; DPO as the stage
          # trains an arm (fitted split, the shared reference timed apart). Nemotron-H wants the Mamba kernels: a call
