@@ -15,8 +15,8 @@ from .io import timed
 from .backends import BACKENDS, Decode, ModelRef
 
 # %% auto #0
-__all__ = ['ENGINE_HOST_ENV', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_devices', 'engine_workers',
-           'beside_training', 'release_engines', 'EngineHost']
+__all__ = ['ENGINE_HOST_ENV', 'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_devices', 'engines_per_device',
+           'engine_workers', 'beside_training', 'release_engines', 'EngineHost']
 
 # %% ../nbs/03b_engines.ipynb #c014e
 class EngineFailed(RuntimeError):
@@ -161,6 +161,10 @@ _WORKERS: dict[tuple, list[EngineWorker]] = {}       # devices -> the live engin
 def engine_devices(procs: Processes, per_device: int = 1) -> tuple[str, ...]:
     "The device of each engine: every GPU of `procs` `per_device` times over, else one 'cpu' per CPU process."
     return tuple(g for g in procs.gpus for _ in range(per_device)) or ('cpu',) * procs.count
+
+def engines_per_device(serving: Serving, backend: str) -> int:
+    "How many engines each device holds: vLLM's `serving.vllm.engines_per_gpu`; one for any other backend."
+    return serving.vllm.engines_per_gpu if backend == 'vllm' else 1
 
 def engine_workers(procs: Processes, per_device: int = 1) -> list[EngineWorker]:
     """One live engine process per device of `procs`, started on first use and reused by every later call: the run's

@@ -22,8 +22,8 @@ from .backends import (BACKENDS, AdapterMismatch, Completion, Decode, HFBackend,
                                 checkpoint_identity, cut_at_stop, load_model, load_tokenizer, mamba_layers, merge_adapter,
                                 model_max_len, portable_base_name, register_backend, stop_ids, vllm_engine_args, vllm_frame,
                                 vllm_lora_plan)
-from .engines import (ENGINE_HOST_ENV, EngineFailed, EngineHost, EngineWorker, engine_workers, release_engines,
-                               shared_engines, spreads)
+from .engines import (ENGINE_HOST_ENV, EngineFailed, EngineHost, EngineWorker, engine_workers, engines_per_device,
+                               release_engines, shared_engines, spreads)
 _all_ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ModelRef', 'Decode', 'Completion', 'register_backend', 'stop_ids', 'cut_at_stop',
          'AdapterMismatch', 'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
          'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank',
@@ -64,7 +64,7 @@ class SpreadBackend:
         self.model, self.serving, self.backend, self.work_dir, self.procs = model, serving, backend, work_dir, procs
         self.tokenizer = load_tokenizer(model); self.stops = stop_ids(self.tokenizer)
         self.key = repr((model, serving, backend))
-        self.per_device = serving.vllm.engines_per_gpu if backend == 'vllm' else 1
+        self.per_device = engines_per_device(serving, backend)
 
     def _engines(self) -> list[EngineWorker]:
         "Every engine holding this checkpoint (loaded side by side; an engine holding another one reloads)."

@@ -238,14 +238,13 @@ class RunEngines:
         if self.host and not all(p.is_alive() for p in self.host.procs):   # one died (out of memory?): a fresh set
             self.close(); self.decided = False
         if not self.decided:
-            from rsi_repro.engines import EngineHost, spreads
+            from rsi_repro.engines import EngineHost, engines_per_device, spreads
             from rsi_repro.compute import processes
             self.decided, procs, backend = True, processes(), self.profile.serving.backend
             if spreads(backend, procs) and procs.nodes == 1:      # over several nodes each node's process starts its own
-                vllm = self.profile.serving.vllm
                 with timed('engine_host', devices=procs.count, backend=backend):
-                    self.host = EngineHost(procs, backend, per_device=vllm.engines_per_gpu if backend == 'vllm' else 1,
-                                           train_beside=vllm.train_beside)
+                    self.host = EngineHost(procs, backend, per_device=engines_per_device(self.profile.serving, backend),
+                                           train_beside=self.profile.serving.vllm.train_beside)
         if self.host and stage_reads(stage).trains and not self.profile.serving.vllm.train_beside:
             self.host.unload()                                   # the engines the last stage left loaded: the GPU is the trainer's
         return self.host.env if self.host else {}
