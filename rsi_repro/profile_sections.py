@@ -400,11 +400,9 @@ class Compute:
     nodes: Optional[int] = None         # machines a stage's ranks and engines span; null: the Slurm allocation's, else 1
     node_launch: str = 'srun'           # 'srun': one agent per node of the allocation; 'loopback': every node on this machine
     rendezvous_port: int = 29400        # node 0's port for torchrun's c10d rendezvous (loopback: a free one is taken)
-    parallel_jobs: int = 1              # independent training jobs at once (a wave of the rounds' arms), each in a process of
-                                        # its own on the stage's GPUs: a small model's trainer leaves a GPU mostly idle
     def validate(self, where, p):
         if self.max_gpus is not None: positive(where, f"{p}.max_gpus", self.max_gpus)
-        positive(where, f"{p}.cpu_processes", self.cpu_processes); positive(where, f"{p}.parallel_jobs", self.parallel_jobs)
+        positive(where, f"{p}.cpu_processes", self.cpu_processes)
         if self.nodes is not None: positive(where, f"{p}.nodes", self.nodes)
         one_of(where, f"{p}.node_launch", self.node_launch, ('srun', 'loopback'))
         positive(where, f"{p}.rendezvous_port", self.rendezvous_port)

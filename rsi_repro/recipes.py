@@ -25,8 +25,8 @@ from .typed import ProfileError
 # %% auto #0
 __all__ = ['sft_stage', 'serve_reads', 'audit_prompts', 'write_preference_pairs', 'choose_anchor', 'dpo_arm', 'dpo_stage',
            'read_run_pool', 'repair_stage', 'train_repair', 'mix_target_report', 'arm_waves', 'round_mixes', 'job_task',
-           'Requeued', 'in_processes', 'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage',
-           'regression_profile', 'decide_reads', 'decide_guard', 'decide_stage', 'decide_tables', 'decide_paired_read']
+           'Requeued', 'train_arm', 'run_jobs', 'rounds_stage', 'pools_stage', 'grid_stage', 'regression_profile',
+           'decide_reads', 'decide_guard', 'decide_stage', 'decide_tables', 'decide_paired_read']
 
 # %% ../nbs/35_recipes.ipynb #c009
 def sft_stage(profile: Profile, stage_dir: str | Path, report_to=('tensorboard',)) -> dict:
@@ -250,20 +250,6 @@ class Requeued(_submitit_checkpointable()):
     def __init__(self, fn): self.fn = fn
     def __call__(self, *args, **kwargs): return self.fn(*args, **kwargs) if job_task() == 0 else None
 
-# %% ../nbs/35_recipes.ipynb #c018i
-def in_processes(calls: list[tuple], parallel: int) -> dict:
-    """Each (name, function, args) in a fresh spawned process (CUDA does not survive a fork), `parallel` at once; a job
-    that fails is named, after the others have finished (their adapters are kept)."""
-    import multiprocessing, sys
-    from concurrent.futures import ProcessPoolExecutor
-    fresh = {'max_tasks_per_child': 1} if sys.version_info >= (3, 11) else {}   # each job's GPU memory goes with its process
-    with ProcessPoolExecutor(min(parallel, len(calls)), mp_context=multiprocessing.get_context('spawn'), **fresh) as pool:
-        futures = [(name, pool.submit(fn, *args)) for name, fn, args in calls]   # leaving the block waits for every one
-    failed = [(name, f.exception()) for name, f in futures if f.exception() is not None]
-    if failed: raise RuntimeError(f"{len(failed)} of {len(calls)} jobs failed: " + '; '.join(f"{n}: {e!r}" for n, e in failed)) from failed[0][1]
-    return {name: f.result() for name, f in futures}
-
-
 # %% ../nbs/35_recipes.ipynb #c018c
 def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tensorboard',)) -> dict:
     "Train one arm (a top-level function, so submitit can pickle it for a Slurm job)."
@@ -280,11 +266,9 @@ def train_arm(profile_path: str, arm_name: str, stage_dir: str, report_to=('tens
     return train_sft(model_ref(profile), profile.base.architecture, mix, r.lora, r.optim, out, tag=arm.name,
                      warm_start=str(warm) if warm else None, steps=arm.steps, lr=arm.lr, seed=arm.seed, report_to=report_to)
 
-def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple], parallel: int = 1) -> dict:
-    """Each (name, function, args) run here (`parallel` at once, each in a process of its own), or submitted as one
-    submitit job each (`executor: slurm`) and waited for; {name: result}."""
-    if executor != 'slurm' and (parallel < 2 or len(calls) < 2): return {name: fn(*args) for name, fn, args in calls}
-    if executor != 'slurm': return in_processes(calls, parallel)
+def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple]) -> dict:
+    "Each (name, function, args) run here, or submitted as one submitit job each (`executor: slurm`) and waited for; {name: result}."
+    if executor != 'slurm': return {name: fn(*args) for name, fn, args in calls}
     import submitit
     ex = submitit.AutoExecutor(folder=str(folder), cluster=slurm.get('cluster'))
     ex.update_parameters(**{k: v for k, v in slurm.items() if k != 'cluster'})
@@ -292,16 +276,14 @@ def run_jobs(executor: str, slurm: dict, folder: str | Path, calls: list[tuple],
     return {name: job.result() for name, job in jobs}
 
 def rounds_stage(profile: Profile, stage_dir: str | Path, arms: Optional[list[str]] = None, report_to=('tensorboard',)) -> dict:
-    """Stage 4: the round's mixes, then every arm (or the named ones), wave by wave, locally (`compute.parallel_jobs` of
-    a wave at once) or on Slurm."""
+    "Stage 4: the round's mixes, then every arm (or the named ones), wave by wave, locally or on Slurm."
     import pandas as pd
     r = profile.section('rounds')
     mixes = round_mixes(profile, stage_dir)
     evidence = {}
     for wave in arm_waves(profile, arms):
         evidence.update(run_jobs(r.executor, r.slurm, Path(stage_dir) / 'slurm',
-                                 [(a.name, train_arm, (profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave],
-                                 profile.compute.parallel_jobs))
+                                 [(a.name, train_arm, (profile.path, a.name, str(stage_dir), tuple(report_to))) for a in wave]))
     table = pd.DataFrame([{'arm': a.name, 'pool': a.pool, 'mix': a.mix, 'init': arm_warm_start(profile, a), 'steps': evidence[a.name]['steps'],
                            'seed': evidence[a.name]['seed'], 'examples_mix': mixes[(a.pool, a.mix)]['mix'].examples,
                            'training_tokens': evidence[a.name]['training_tokens'], 'supervised_tokens': evidence[a.name]['supervised_tokens'],

@@ -202,23 +202,3 @@ def test_an_adapter_with_a_non_finite_weight_is_refused_as_a_warm_start(tmp_path
     w = load_file(f); name = sorted(w)[0]; w[name].view(-1)[0] = float('nan'); save_file(w, f)
     with pytest.raises(Diverged, match=f"tensor {name} holds 1 non-finite value"):
         load_for_training(BASE, Lora(r=4, alpha=8), 'llama', warm_start=str(tmp_path / 'adapter'))
-
-
-def test_training_jobs_side_by_side_end_with_the_weights_of_one_after_another(tmp_path):
-    "compute.parallel_jobs: two runs in processes of their own train the adapters the same calls train here, in turn."
-    from functools import partial
-    from safetensors.torch import load_file
-    from rsi_repro.recipes import run_jobs
-    from rsi_repro.train import train_sft
-    write_sft_mix([('s', SINGLE), ('m', MULTI)] * 2, load_tokenizer(BASE), 256, tmp_path / 'sft.npz')
-    lora, optim = Lora(r=4, alpha=8), Optim(lr=1e-3, micro_batch=2, grad_accum=1, seq_len=256, seed=0, steps=3)
-    def calls(where): return [(s, partial(train_sft, tag=s, seed=int(s), report_to=[]),
-                               (BASE, 'llama', str(tmp_path / 'sft.npz'), lora, optim, str(tmp_path / where / s))) for s in ('1', '2')]
-    in_turn, beside = run_jobs('local', {}, tmp_path, calls('in_turn')), run_jobs('local', {}, tmp_path, calls('beside'), parallel=2)
-    weights = lambda where, s: load_file(tmp_path / where / s / 'adapter_model.safetensors')
-    for s in ('1', '2'):
-        a, b = weights('in_turn', s), weights('beside', s)
-        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), f"seed {s}"
-        assert in_turn[s]['seed'] == beside[s]['seed'] == int(s)
-    one, two = weights('beside', '1'), weights('beside', '2')
-    assert not all(torch.equal(one[k], two[k]) for k in one)        # the seeds differ, so a swapped result would show
