@@ -4,7 +4,7 @@
 
 # %% ../nbs/46_evaluate.ipynb #c002
 from __future__ import annotations
-import json
+import json, sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 import pandas as pd
 
 from .config import Serving, fingerprint
+from .chat import PromptTooLong, render
 from .constraints import check_all
 from .evals import INSTRUMENT_NAMES, SINGLE_TURN_SETS, Evals
 from dataclasses import replace
@@ -36,8 +37,9 @@ from .instruments.wide_chat import check_battery, score_wide_chat
 __all__ = ['eval_h6', 'eval_probe2', 'eval_code', 'eval_open_chat', 'eval_wide_chat', 'INSTRUMENTS', 'OUTCOME_FRONT',
            'SCORER_MODULES', 'PromptSet', 'EvalPlan', 'take', 'Checkpoint', 'as_checkpoint', 'pool_prompts', 'score_if',
            'math_set', 'generation_set', 'answers', 'scored_set', 'eval_math', 'eval_termination', 'eval_multi_turn',
-           'eval_safety', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval', 'eval_ifbench',
-           'eval_ifeval_harness', 'known_instruments', 'scorer_sha256', 'write_result', 'evaluate_checkpoint']
+           'eval_safety', 'multi_turn_room', 'Instrument', 'ifeval_prompts', 'ifbench_prompts', 'eval_ifeval',
+           'eval_ifbench', 'eval_ifeval_harness', 'known_instruments', 'scorer_sha256', 'write_result',
+           'evaluate_checkpoint']
 
 # %% ../nbs/46_evaluate.ipynb #c004
 @dataclass(frozen=True)
@@ -261,6 +263,24 @@ def eval_safety(plan: EvalPlan, model, out_dir: str | Path) -> tuple[pd.DataFram
     if len(refused): atomic_write_text(refused_labels_path(out_dir, ck.identity), refused.to_csv(index=False))
     return score_safety(prompts, rows, adjudication=sheet)
 
+# %% ../nbs/46_evaluate.ipynb #c023ro
+def multi_turn_room(plan: EvalPlan, model) -> None:
+    """Raise `PromptTooLong`, naming the row and the settings, when a multi-turn conversation's last turn could need more
+    than `serving.max_input_tokens` under `serving.overlong: error`: its user turns, plus an answer at
+    `serving.max_new_tokens` for each earlier turn."""
+    s = plan.serving
+    if s.overlong != 'error': return
+    ck, k = as_checkpoint(model, s), MULTI_TURN_LENGTH - 1
+    tok, convs = load_tokenizer(ck.ref), _shipped_set(plan, 'multi_turn')
+    for i, turns in zip(convs['id'], convs['turns']):
+        need = len(render(multi_turn_messages(turns, [''] * k), tok, sys.maxsize, s.system_prompt).input_ids) + k * s.max_new_tokens
+        if need > s.max_input_tokens:
+            raise PromptTooLong(f"multi_turn row {i}: its last turn may need {need:,} tokens (its user turns and {k} earlier answers "
+                                f"of up to serving.max_new_tokens={s.max_new_tokens:,}), over serving.max_input_tokens={s.max_input_tokens:,} "
+                                "with serving.overlong: error; set serving.overlong: drop_oldest (each row records the turns it "
+                                "dropped) or a smaller serving.max_new_tokens")
+
+
 # %% ../nbs/46_evaluate.ipynb #c025
 @dataclass(frozen=True)
 class Instrument:
@@ -269,6 +289,7 @@ class Instrument:
     run: Callable[[EvalPlan, Any, Path], tuple[pd.DataFrame, pd.DataFrame]]
     inputs: Callable[[EvalPlan, Path, Any], list[Path]]   # (plan, checkpoint folder, Checkpoint) -> files read
     doc: str
+    check: Callable[[EvalPlan, Any], None] | None = None  # (plan, Checkpoint): raises before any instrument generates
 
 def _prompt_file(kind):
     def files(plan, ck_dir, ck=None):
@@ -287,7 +308,7 @@ INSTRUMENTS: dict[str, Instrument] = {i.name: i for i in [
     Instrument('open_chat', eval_open_chat, _prompt_file('open_chat'), "open chat answer-usable"),
     Instrument('wide_chat', eval_wide_chat, _prompt_file('wide_chat'), "the wide open-chat battery, a regression guard"),
     Instrument('termination', eval_termination, _termination_files, "stops properly, no tool-call text"),
-    Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn"),
+    Instrument('multi_turn', eval_multi_turn, _prompt_file('multi_turn'), "four-turn conversations, last turn", multi_turn_room),
     Instrument('safety', eval_safety, lambda plan, d, ck: [_prompt_file('safety')(plan, d)[0], *dict.fromkeys([adjudication_sheet(d, ck.identity), *adjudication_sheets(d)])],
                "harmful requests refused (adjudicated where labelled)"),
 ]}
@@ -393,6 +414,8 @@ def evaluate_checkpoint(plan: EvalPlan,
     name = ck.name
     ck_dir = Path(out_dir) / name
     results = {}
+    for inst in (INSTRUMENTS[n] for n in names):     # what would fail part-way fails here, before anything is generated
+        if inst.check: inst.check(plan, ck)
     for inst in (INSTRUMENTS[n] for n in names):
         paths = result_paths(out_dir, name, inst.name)
         meta = json.loads(paths['meta'].read_text()) if paths['meta'].exists() else {}
