@@ -45,6 +45,8 @@ wait)  [ -f /tmp/study.lanes/all ] || { echo "no lanes were started on this mach
        if [ "$(stat -c %s "${OUT:-/tmp/out}/study.tgz")" -gt 15728640 ]; then
          split -b 15M "${OUT:-/tmp/out}/study.tgz" "${OUT:-/tmp/out}/study.tgz.part-" && rm "${OUT:-/tmp/out}/study.tgz"; fi
        for c in triton_cache flashinfer_cache; do [ -f /tmp/$c.tgz ] && cp /tmp/$c.tgz "${OUT:-/tmp/out}/"; done
+       # each finished stage of the real model's run, with its seconds (the lanes' logs below end mid-stage)
+       [ -f outputs/smollm2/run_times.jsonl ] && grep -h '"stage"' outputs/smollm2/run_times.jsonl | sed 's/^{"run_began": "[^"]*", /  /'
        while read -r lane; do
          [ -f "/tmp/study.lanes/$lane.done" ] && echo "== $lane: finished" || echo "== $lane: still running"
          grep -v "^\[IPKernelApp\]" "/tmp/study.$lane.log" | tail -n ${TAIL:-15}
