@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_generate.ipynb #c002
 from __future__ import annotations
-import json, os, queue, shutil
+import json, math, os, queue, shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -22,7 +22,7 @@ from .backends import (BACKENDS, AdapterMismatch, Completion, Decode, HFBackend,
                                 checkpoint_identity, cut_at_stop, load_model, load_tokenizer, mamba_layers, merge_adapter,
                                 model_max_len, portable_base_name, register_backend, stop_ids, vllm_engine_args, vllm_frame,
                                 vllm_lora_plan)
-from .engines import (ENGINE_HOST_ENV, EngineFailed, EngineHost, EngineWorker, engine_workers, engines_per_device,
+from .engines import (ENGINE_HOST_ENV, EngineFailed, EngineHost, EngineWorker, engine_devices, engine_workers, engines_per_device,
                                release_engines, shared_engines, spreads)
 _all_ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ModelRef', 'Decode', 'Completion', 'register_backend', 'stop_ids', 'cut_at_stop',
          'AdapterMismatch', 'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
@@ -33,12 +33,13 @@ _all_ = ['BACKENDS', 'ENGINE_HOST_ENV', 'ModelRef', 'Decode', 'Completion', 'reg
 
 # %% auto #0
 __all__ = ['ROW_FIELDS', 'load_requests', 'SpreadBackend', 'make_backend', 'NodesBackend', 'read_job', 'node_jobs', 'plan_dir',
-           'generate', 'BACKENDS', 'ENGINE_HOST_ENV', 'ModelRef', 'Decode', 'Completion', 'register_backend',
-           'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files', 'check_adapter_base',
-           'canonical_adapter_config', 'portable_base_name', 'adapter_identity', 'checkpoint_identity',
-           'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
-           'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend', 'EngineFailed',
-           'EngineWorker', 'shared_engines', 'spreads', 'engine_workers', 'release_engines', 'EngineHost']
+           'shard_count', 'cut_shards', 'call_engines', 'generate', 'BACKENDS', 'ENGINE_HOST_ENV', 'ModelRef', 'Decode',
+           'Completion', 'register_backend', 'stop_ids', 'cut_at_stop', 'AdapterMismatch', 'check_adapter_files',
+           'check_adapter_base', 'canonical_adapter_config', 'portable_base_name', 'adapter_identity',
+           'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank', 'vllm_lora_plan',
+           'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend',
+           'EngineFailed', 'EngineWorker', 'shared_engines', 'spreads', 'engine_workers', 'release_engines',
+           'EngineHost']
 
 # %% ../nbs/03_generate.ipynb #c005b
 def load_requests(path: str | Path) -> list[dict]:
@@ -168,7 +169,7 @@ def node_jobs(args: dict) -> None:
 # %% ../nbs/03_generate.ipynb #c016
 ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new_tokens', 'dropped_turns')
 
-def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str) -> dict:
+def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str, shards: int | None = None) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     # not whether an engine got the weights reloaded or new: the rows are the same (tests/test_gpu.py checks it on a GPU)
     # nor how many engines share a GPU, nor whether they stay beside training: each shard is one engine's batch either way
@@ -179,6 +180,7 @@ def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: 
             **({'template': model.template} if model.template != 'study' else {}),     # the study's: as plans have always been
             'system_prompt': serving.system_prompt, 'max_input_tokens': serving.max_input_tokens, 'overlong': serving.overlong,
             'shard_size': serving.shard_size, 'batch_size': serving.batch_size,
+            **({'shards': shards} if shards is not None else {}),         # a balanced call's layout (`shard_count`)
             'vllm': vllm}
 
 def plan_dir(out_dir: str | Path, plan: dict) -> Path:
@@ -193,6 +195,29 @@ def _read_shard(path: Path, expected: list[tuple[str, int]]) -> list[dict]:
         raise DataError(f"{path}: corrupted shard: holds {len(rows)} rows that do not match its {len(expected)} expected "
                         f"(id, sample) pairs; delete it to regenerate it")
     return rows
+
+# %% ../nbs/03_generate.ipynb #c016s
+def shard_count(n: int,           # the call's requests
+                cap: int,         # serving.shard_size: the most a shard holds
+                engines: int,     # the engines the call's shards go to
+                balance: bool,    # serving.shard_balance
+                ) -> int | None:
+    "How many equal shards a balanced call is cut into (a multiple of `engines`, each at most `cap`); None: not balanced."
+    if not balance: return None
+    return min(n, engines * math.ceil(n / (engines * cap)))
+
+def cut_shards(requests: Sequence, cap: int, count: int | None) -> list[list]:
+    "The requests in shards: `count` of sizes differing by at most one (balanced), else `cap` each and the last short."
+    if count is None: return [list(requests[i:i + cap]) for i in range(0, len(requests), cap)]
+    size, extra = divmod(len(requests), count)
+    bounds = [k * size + min(k, extra) for k in range(count + 1)]
+    return [list(requests[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+def call_engines(serving: Serving, backend: str) -> int:
+    "How many engines a call's shards go to here: every device's engines when generation spreads, else one."
+    procs = processes()
+    return len(engine_devices(procs, engines_per_device(serving, backend))) if spreads(backend, procs) else 1
+
 
 # %% ../nbs/03_generate.ipynb #c016c
 def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user turn
@@ -212,14 +237,15 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1); raise DataError(f"duplicate request id {dup!r}")
     backend = backend or serving.backend
-    plan = _plan(requests, model, decode, serving, backend)
+    count = shard_count(len(requests), serving.shard_size, call_engines(serving, backend) if serving.shard_balance else 1,
+                        serving.shard_balance)
+    plan = _plan(requests, model, decode, serving, backend, count)
     out = plan_dir(out_dir, plan); out.mkdir(parents=True, exist_ok=True)
     plan_path = out / 'plan.json'
     if not plan_path.exists(): atomic_write_text(plan_path, json.dumps(plan, indent=1, sort_keys=True))
     elif json.loads(plan_path.read_text()) != plan:     # a finished plan folder is only read: it may be another stage's
         raise DataError(f"{plan_path}: does not match its folder's hash: the folder was edited by hand; delete it to regenerate")
-    size = serving.shard_size
-    chunks = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
+    chunks = cut_shards(requests, serving.shard_size, count)
     shards = [out / f"shard-{k:05d}.jsonl" for k in range(len(chunks))]
     expected = [[(str(r['id']), s) for r in chunk for s in range(decode.samples)] for chunk in chunks]
     quiet = not progress or os.environ.get('TQDM_DISABLE') == '1'      # an explicit disable=False would override the env var

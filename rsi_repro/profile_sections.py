@@ -73,6 +73,7 @@ class Serving:
     backend: str = 'hf'
     batch_size: int = 16
     shard_size: int = 64
+    shard_balance: bool = False         # a call cut into equal shards, a multiple of the engines, each at most shard_size
     merge_lora: bool = False            # merge the adapter into the base before serving
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     def validate(self, where, p):
