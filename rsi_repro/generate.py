@@ -209,6 +209,7 @@ def shard_count(n: int,           # the call's requests
 def cut_shards(requests: Sequence, cap: int, count: int | None) -> list[list]:
     "The requests in shards: `count` of sizes differing by at most one (balanced), else `cap` each and the last short."
     if count is None: return [list(requests[i:i + cap]) for i in range(0, len(requests), cap)]
+    if count == 0: return []                                  # an empty call (shard_count of no requests)
     size, extra = divmod(len(requests), count)
     bounds = [k * size + min(k, extra) for k in range(count + 1)]
     return [list(requests[a:b]) for a, b in zip(bounds, bounds[1:])]
