@@ -11,6 +11,7 @@
 #   bash benchmarks/device/gpu_study.sh resume   # kill gpu-smoke's eval part-way, resume, compare with the finished rows
 #   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu (alone: beside the smollm2 lane on an 80 GB card its engines
 #                                                # found too little free memory to start, 2026-12-05)
+#   bash benchmarks/device/gpu_study.sh decode   # the real model's evaluation decode under several engine layouts (decode_engines.py)
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
 #   bash benchmarks/device/gpu_study.sh speed    # train_speed.py over 20 timed steps on the card's shapes, ours beside stock
@@ -79,6 +80,12 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
   smoke) kernel; python3 benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out "$OUT/gpu_pipeline.json" 2>&1 | tee "$OUT/smoke.log" | grep -v "^\[IPKernelApp\]"
          cp outputs/gpu-smoke/report/summary.json "$OUT/smoke_summary.json" 2>/dev/null ;;
   resume) kernel; python3 benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards "${KILL_AT_SHARDS:-3}" --out "$OUT/gpu_pipeline.json" > "$OUT/resume.log" 2>&1; tail -n 25 "$OUT/resume.log" ;;
+  decode) # the evaluation's decode on the real model: engines x KV cache x batch limit, side by side (DECODE_VARIANTS), with
+          # the GPU's utilisation sampled every second (decode_gpu.csv: a GPU busy and its memory busy tell a bandwidth-bound decode)
+          kernel; rsi run configs/smollm2.yaml --only pools > "$OUT/decode.log" 2>&1
+          nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,power.draw --format=csv -l 1 > "$OUT/decode_gpu.csv" 2>/dev/null & smi=$!
+          python3 benchmarks/device/decode_engines.py --variants ${DECODE_VARIANTS:-3x10:512 3x20:1024 1x48:1024 6x6:512} \
+            --out "$OUT/decode_engines.json" >> "$OUT/decode.log" 2>&1; kill $smi 2>/dev/null; tail -n 12 "$OUT/decode.log" ;;
   tests) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -q -rA -p no:cacheprovider tests/test_gpu.py tests/test_train_fast.py > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
   tiny) kernel; python3 benchmarks/gpu_pipeline.py run configs/tiny-vllm.yaml --out "$OUT/gpu_pipeline_tiny.json" > "$OUT/tiny.log" 2>&1; tail -n 25 "$OUT/tiny.log"
         cp outputs/tiny-vllm/report/summary.json "$OUT/tiny_vllm_summary.json" 2>/dev/null
