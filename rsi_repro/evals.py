@@ -101,6 +101,7 @@ class Evals:
     parents: dict[str, Optional[str]] = field(default_factory=dict)   # checkpoint -> parent (null: none)
     older: dict[str, str] = field(default_factory=dict)              # checkpoint -> an older one it is also read against
     flags: dict[str, Flag] = field(default_factory=dict)             # instrument -> its family-regression flag
+    only: dict[str, tuple[str, ...]] = field(default_factory=dict)   # instrument -> the only checkpoints it reads (else: all)
     h6: PoolEval = field(default_factory=PoolEval)
     probe2: PoolEval = field(default_factory=PoolEval)
     math: MathEval = field(default_factory=MathEval)
@@ -119,6 +120,16 @@ class Evals:
         for name in self.flags: one_of(where, f"{p}.flags", name, INSTRUMENT_NAMES)
         for ck, old in self.older.items():
             if old == ck: raise ProfileError(where, f"{p}.older.{ck}", "a checkpoint cannot be its own older checkpoint")
+        for name, cks in self.only.items():
+            one_of(where, f"{p}.only", name, INSTRUMENT_NAMES)
+            if not cks: raise ProfileError(where, f"{p}.only.{name}", "name at least one checkpoint (or leave the instrument out)")
+            for ck in cks:       # a misspelt name would quietly read nothing
+                if self.checkpoints and ck not in self.checkpoints:
+                    raise ProfileError(where, f"{p}.only.{name}", f"{ck!r} is not one of evals.checkpoints {list(self.checkpoints)}")
+
+    def reads(self, instrument: str, checkpoint: str) -> bool:
+        "Whether `instrument` reads `checkpoint`: every checkpoint, unless `only` limits it to some."
+        return checkpoint in self.only.get(instrument, (checkpoint,))
 
     def block(self, name: str):
         "One instrument's settings (its defaults filled in)."

@@ -410,8 +410,9 @@ def evaluate_checkpoint(plan: EvalPlan,
                         instruments: Sequence[str] | None = None,  # default: evals.instruments (or all)
                         ) -> dict[str, tuple[pd.DataFrame, pd.DataFrame]]:
     "Run every instrument on one checkpoint (loading it at most once); {instrument: (outcomes, summary)} as written."
-    names = known_instruments(plan.evals.instruments if instruments is None else instruments)
     name = ck.name
+    names = [n for n in known_instruments(plan.evals.instruments if instruments is None else instruments)
+             if plan.evals.reads(n, name)]      # evals.only: an instrument limited to some checkpoints
     ck_dir = Path(out_dir) / name
     results = {}
     for inst in (INSTRUMENTS[n] for n in names):     # what would fail part-way fails here, before anything is generated

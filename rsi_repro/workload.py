@@ -337,7 +337,7 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
 # %% ../nbs/94b_workload.ipynb #c030
 def _evaluate(p: Profile, st: Stage, checkpoint: str, instruments: Sequence[str], run=None) -> list[Work]:
     "One checkpoint's generations: each instrument's sets, and the sets termination audits that no instrument generated."
-    names = list(instruments)
+    names = [n for n in instruments if p.evals.reads(n, checkpoint)]
     if 'termination' in names: names += [s for s in p.evals.termination.sets if s not in names]
     return [Work(st.name, checkpoint, f"{s} {n:,}", 'generate', n, s, p.serving.max_new_tokens)
             for inst in names for s, n in instrument_requests(p, inst, run)]

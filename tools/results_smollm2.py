@@ -61,19 +61,22 @@ def copy(run_dir: Path, out: Path = RESULTS) -> list[Path]:
     "The files of a run of configs/smollm2.yaml into `out` (its machine's paths made relative), the paired reads, the timings."
     from rsi_repro.stats import load_outcomes, paired
     ev = _eval_dir(run_dir)
-    cks = [ck for ck in ('base', 'repair', 'v6141', 'v749') if all((ev / ck / f'{i}.summary.csv').exists() for i in READ)]
-    if len(cks) < 2: raise SystemExit(f"{ev}: fewer than two checkpoints with {', '.join(READ)} results")
+    needed = [i for i in READ if i != 'ifeval_harness']     # the harness decode may be the base's alone (evals.only)
+    cks = [ck for ck in ('base', 'repair', 'v6141', 'v749') if all((ev / ck / f'{i}.summary.csv').exists() for i in needed)]
+    if len(cks) < 2: raise SystemExit(f"{ev}: fewer than two checkpoints with {', '.join(needed)} results")
+    read = {ck: [i for i in READ if (ev / ck / f'{i}.summary.csv').exists()] for ck in cks}
     out.mkdir(parents=True, exist_ok=True)
     files = {**{k: v for k, v in STAGE_FILES.items() if (run_dir / k).exists()},
-             **{f'{ev.name}/{ck}/{i}.{kind}': f'{ck}_{i}.{kind}' for ck in cks for i in READ for kind in ('summary.csv', 'outcomes.jsonl')}}
+             **{f'{ev.name}/{ck}/{i}.{kind}': f'{ck}_{i}.{kind}' for ck in cks for i in read[ck] for kind in ('summary.csv', 'outcomes.jsonl')}}
     written = []
     for rel, name in files.items():
         text = relative((run_dir / rel).read_text(), run_dir.resolve().parents[1])
         if left := absolute_paths(text): raise SystemExit(f"{run_dir / rel}: still holds absolute path(s) {left[:3]}")
         (out / name).write_text(text); written.append(out / name)
     reads = []
+    both = lambda parent, ck: [i for i in READ if i in read[parent] and i in read[ck]]
     for parent, ck in zip(cks, cks[1:]):
-        for i in READ:
+        for i in both(parent, ck):
             s = paired(load_outcomes(out / f'{parent}_{i}.outcomes.jsonl', parent), load_outcomes(out / f'{ck}_{i}.outcomes.jsonl', ck))
             reads.append({'step': f'{parent} → {ck}', 'instrument': i, 'n': s.n, 'rate_parent': s.rate_a, 'rate': s.rate_b,
                           'delta': s.delta, 'fixed': s.fixed, 'lost': s.lost, 'p': s.p, 'se': s.se})
@@ -82,7 +85,7 @@ def copy(run_dir: Path, out: Path = RESULTS) -> list[Path]:
     from rsi_repro.judgement import failure_reasons
     import pandas as pd
     frames = [failure_reasons(load_outcomes(out / f'{parent}_{i}.outcomes.jsonl', parent), load_outcomes(out / f'{ck}_{i}.outcomes.jsonl', ck))
-              .assign(step=f'{parent} → {ck}', instrument=i) for parent, ck in zip(cks, cks[1:]) for i in READ]
+              .assign(step=f'{parent} → {ck}', instrument=i) for parent, ck in zip(cks, cks[1:]) for i in both(parent, ck)]
     pd.concat(frames)[['step', 'instrument', 'reason', 'fixed', 'lost', 'discordant']].to_csv(out / 'failure_reasons.csv', index=False)
     written.append(out / 'failure_reasons.csv')
     manifest = json.loads((run_dir / 'repair' / 'manifest.json').read_text())
@@ -140,6 +143,7 @@ def block(res: Path = RESULTS) -> str:
               "|---|---|---:|---:|---:|---:|---:|"]
     for ck in run['checkpoints']:
         for inst, decode in DECODES.items():
+            if not (res / f'{ck}_{inst}.summary.csv').exists(): continue   # the harness decode: the base's alone (evals.only)
             s = _overall(res / f'{ck}_{inst}.summary.csv')
             lines.append(f"| {ck} | {decode} | {int(s['n'])} | {_pct(s['passed'])} | {_pct(s['passed_loose'])} | "
                          f"{_pct(s['inst_strict'])} | {_pct(s['inst_loose'])} |")
