@@ -62,8 +62,11 @@ test: test-nbs test-py
 test-nbs: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers $(NB_WORKERS) --do_print
 
+# Two pytest-xdist workers of one torch thread each: tests/conftest.py hands each worker whole test files (their module
+# fixtures build runs in fixed folders), the slowest first by benchmarks/results/pytest_durations.json
+PYTEST_WORKERS ?= 2
 test-py: $(STAMP)
-	$(VENV)/bin/pytest -q -m "not gpu and not study" tests
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not gpu and not study" tests
 
 # The demo's own result pinned on the demo run (the repair helps, the grid disagrees, the double mix is two draws):
 # a run small enough for `make test` cannot show them. Runs the demo first (a no-op when it is current).

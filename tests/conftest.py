@@ -1,8 +1,10 @@
-import os, shutil, sys
+import json, os, shutil, sys
 from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+DURATIONS = ROOT / 'benchmarks' / 'results' / 'pytest_durations.json'   # each file's seconds in the last measured run
+SHARED_RUN = ('test_pipeline.py', 'test_pipeline_folder.py', 'test_run_trust.py')   # the files that read finished_run below
 os.environ.setdefault('HF_HUB_OFFLINE', '1')
 os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
@@ -13,7 +15,28 @@ def pytest_configure(config):
     config.addinivalue_line('markers', 'slow: a pipeline run of more than a few seconds')
     config.addinivalue_line('markers', 'study: reads the finished demo run (make test-study runs the demo first)')
 
+def _file_seconds() -> dict[str, float]:
+    try: return {Path(f['file']).name: f['seconds'] for f in json.loads(DURATIONS.read_text())['files']}
+    except (OSError, ValueError, KeyError): return {}
+
+def _scope(file: str) -> str:
+    "What one pytest-xdist worker runs whole: a test file (its module fixtures build runs in fixed folders), or the files of finished_run."
+    return 'finished_run' if Path(file).name in SHARED_RUN else file
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    "`make test`'s two workers take whole scopes (`_scope`), the slowest first (the order collection leaves below)."
+    from xdist.scheduler import LoadScopeScheduling
+    class ScopeScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid): return _scope(nodeid.split('::', 1)[0])
+    return ScopeScheduling(config, log)
+
 def pytest_collection_modifyitems(config, items):
+    # the slowest scopes first, by the last measured run's seconds, so that two workers end together; a file keeps its order
+    seconds = _file_seconds(); total = {}
+    for item in items: total.setdefault(_scope(item.path.name), sum(seconds.get(n, 0) for n in SHARED_RUN) if item.path.name in SHARED_RUN
+                                        else seconds.get(item.path.name, 0))
+    items.sort(key=lambda item: -total[_scope(item.path.name)])
     try:
         import torch; has_gpu = torch.cuda.is_available()
     except ImportError: has_gpu = False
