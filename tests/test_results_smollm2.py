@@ -1,6 +1,8 @@
 """The README's section on the real model is written from results/smollm2/ by tools/results_smollm2.py, and a check fails,
 naming the line, when either side moved without the other: an edited figure in the README, or an edited result file."""
 import shutil, sys
+
+import pytest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,3 +30,13 @@ def test_an_edited_result_file_is_named(tmp_path):
     (res / 'paired.csv').write_text(text.replace(',152,82,', ',150,82,'))
     said = rs.check(res=res)
     assert said and '150 / 82' in said
+
+
+def test_a_harness_read_of_the_base_alone_is_left_out_and_any_other_missing_read_is_an_error(tmp_path):
+    res = tmp_path / 'smollm2'
+    shutil.copytree(rs.RESULTS, res)
+    (res / 'repair_ifeval_harness.summary.csv').unlink()           # evals.only: {ifeval_harness: [base]}
+    rows = [l for l in rs.block(res).splitlines() if l.startswith('| repair | ')]
+    assert rows and not any('1,280 new tokens' in l for l in rows) and any('2,048 new tokens' in l for l in rows)
+    (res / 'repair_ifeval.summary.csv').unlink()                    # the study's own IFEval read is never optional
+    with pytest.raises(FileNotFoundError, match='repair_ifeval.summary.csv'): rs.block(res)

@@ -143,7 +143,7 @@ def block(res: Path = RESULTS) -> str:
               "|---|---|---:|---:|---:|---:|---:|"]
     for ck in run['checkpoints']:
         for inst, decode in DECODES.items():
-            if not (res / f'{ck}_{inst}.summary.csv').exists(): continue   # the harness decode: the base's alone (evals.only)
+            if inst == 'ifeval_harness' and not (res / f'{ck}_{inst}.summary.csv').exists(): continue   # the base's alone (evals.only)
             s = _overall(res / f'{ck}_{inst}.summary.csv')
             lines.append(f"| {ck} | {decode} | {int(s['n'])} | {_pct(s['passed'])} | {_pct(s['passed_loose'])} | "
                          f"{_pct(s['inst_strict'])} | {_pct(s['inst_loose'])} |")
