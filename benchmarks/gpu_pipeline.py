@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out RESULT.json        # from a clean folder, then a rerun
     python benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards 2 --out RESULT.json
+    python benchmarks/gpu_pipeline.py killrun configs/gpu-smoke.yaml --stage sft --out RESULT.json
 
 `run` deletes the profile's run folder, runs every stage with `rsi_repro.pipeline.run` while a thread samples every
 GPU's used memory through NVML (every 0.2 s), then runs the profile again (every stage must be skipped), and writes
@@ -12,7 +13,14 @@ training ranks and generation engines), the GPUs the stage saw, and the backend;
 once it has written `--kill-at-shards` shards (mid-generation; `--kill-after` seconds at the latest), runs the profile again (the stage resumes from its shards), and
 compares the resumed stage's per-prompt outcome files and generated rows with the finished run's: shards written
 before the kill must be byte-identical afterwards (nothing lost, nothing generated twice), and every row must equal the
-uninterrupted run's. Both write the JSON to --out (merged into it when it exists).
+uninterrupted run's.
+
+`killrun` is a preempted job: the whole profile from a clean folder, SIGKILLed (runner, stage kernel, training ranks,
+engines) once a training checkpoint of `--stage` is complete, then the plain rerun, which must resume that stage's training
+from its last checkpoint and finish every stage, then a rerun that skips all. It records the resume step and the steps
+redone from each adapter's evidence, and with `--compare` trains the stage again uninterrupted (`--force`) and compares
+the adapters tensor by tensor and the losses after the resume step. All three write the JSON to --out (merged into it
+when it exists).
 """
 import argparse, json, os, platform, shutil, signal, subprocess, sys, threading, time
 from pathlib import Path
@@ -179,10 +187,85 @@ def cmd_resume(a):
     print(json.dumps(result, indent=1))
 
 
+def adapters_of(stage_dir: Path) -> dict:
+    "Each adapter folder under a stage (relative name) and its tensors."
+    from safetensors.torch import load_file
+    return {str(p.parent.relative_to(stage_dir)): load_file(p) for p in sorted(stage_dir.rglob('adapter_model.safetensors'))}
+
+
+def losses_of(adapter: Path) -> dict:
+    return {r['step']: r['loss'] for r in json.loads((adapter / 'log_history.json').read_text()) if 'loss' in r}
+
+
+def compare_adapters(a: dict, b: dict) -> dict:
+    "Tensors equal bit for bit, and the largest absolute difference, adapter by adapter."
+    out = {}
+    for name in sorted(set(a) | set(b)):
+        x, y = a.get(name, {}), b.get(name, {})
+        same_keys = sorted(x) == sorted(y)
+        diffs = [float((x[k].float() - y[k].float()).abs().max()) for k in x if k in y]
+        out[name] = {'same_tensor_names': same_keys, 'tensors': len(x), 'bit_equal': sum(bool((x[k] == y[k]).all()) for k in x if k in y),
+                     'max_abs_diff': max(diffs, default=None)}
+    return out
+
+
+def cmd_killrun(a):
+    from rsi_repro.config import load_profile
+    profile = load_profile(a.profile)
+    run_dir, cmd = profile.run_dir, [sys.executable, '-m', 'rsi_repro.cli', 'run', a.profile]
+    stage_dir = run_dir / a.stage
+    shutil.rmtree(run_dir, ignore_errors=True)
+    marks = lambda: sorted(stage_dir.rglob('checkpoint-*/.complete'))
+    started = time.time()
+    child = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True)
+    while time.time() - started < a.kill_after and child.poll() is None and len(marks()) < a.kill_at_checkpoints: time.sleep(0.05)
+    if child.poll() is not None: sys.exit(f"the run ended ({child.returncode}) before {a.kill_at_checkpoints} checkpoint(s) of {a.stage}: nothing to resume")
+    complete = [str(p.parent.relative_to(run_dir)) for p in marks()]
+    os.killpg(child.pid, signal.SIGKILL); child.wait()
+    killed_after = round(time.time() - started, 1)
+    print(f"killed after {killed_after} s with complete checkpoints {complete}", flush=True)
+    time.sleep(5)                                      # the killed engines' GPU memory returns to the driver
+    t0 = time.time()
+    rerun = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    Path(a.log).write_text(rerun.stdout + rerun.stderr)
+    evidence = {str(p.parent.relative_to(stage_dir)): json.loads(p.read_text()).get('checkpoints')
+                for p in sorted(stage_dir.rglob('training_evidence.json'))}
+    result = {'stage': a.stage, 'killed_after_seconds': killed_after, 'complete_checkpoints_at_kill': complete,
+              'rerun_exit': rerun.returncode, 'rerun_seconds': round(time.time() - t0, 1),
+              'rerun_says': [l.strip() for l in (rerun.stdout + rerun.stderr).splitlines() if 'resume' in l and 'checkpoint' in l.lower() or 'interrupted run' in l][:10],
+              'evidence_checkpoints': evidence,
+              'checkpoints_left': [str(p.relative_to(run_dir)) for p in run_dir.rglob('checkpoint-*')]}
+    mem = GpuMemory()
+    again, _, _, _ = timed_run(a.profile, mem)
+    result['again_statuses'] = sorted({r.status for r in again})
+    if a.compare:
+        resumed_dir = Path('/tmp') / f'{profile.run_dir.name}.{a.stage}.resumed'
+        shutil.rmtree(resumed_dir, ignore_errors=True); shutil.copytree(stage_dir, resumed_dir)
+        whole = subprocess.run(cmd + ['--only', a.stage, '--force', a.stage], cwd=ROOT, capture_output=True, text=True)
+        result['uninterrupted_exit'] = whole.returncode
+        ra, wa = adapters_of(resumed_dir), adapters_of(stage_dir)
+        result['adapters_resumed_vs_uninterrupted'] = compare_adapters(ra, wa)
+        loss = {}
+        for name in ra:
+            if name not in wa: continue
+            step = (evidence.get(str(Path(name))) or {}).get('resumed_from_step')
+            lr, lw = losses_of(resumed_dir / name), losses_of(stage_dir / name)
+            after = [s for s in lr if step is not None and s > step and s in lw]
+            loss[name] = {'resumed_from_step': step, 'steps_compared': len(after),
+                          'max_abs_loss_diff_after_resume': max((abs(lr[s] - lw[s]) for s in after), default=None)}
+        result['losses_after_resume'] = loss
+    merge_out(Path(a.out), f'killrun_{a.stage}', result)
+    print(json.dumps(result, indent=1))
+    if rerun.returncode or result['again_statuses'] != ['skipped']: sys.exit("the rerun failed or the run after it did not skip every stage")
+
+
 if __name__ == '__main__':
     ap = argparse.ArgumentParser()
-    ap.add_argument('what', choices=['run', 'resume']); ap.add_argument('profile')
+    ap.add_argument('what', choices=['run', 'resume', 'killrun']); ap.add_argument('profile')
     ap.add_argument('--out', required=True); ap.add_argument('--stage', default='eval'); ap.add_argument('--kill-after', type=float, default=300, help='at the latest')
     ap.add_argument('--kill-at-shards', type=int, default=2, help='kill once this many shards were written')
+    ap.add_argument('--kill-at-checkpoints', type=int, default=1, help='killrun: kill once this many checkpoints of the stage are complete')
+    ap.add_argument('--compare', action='store_true', help='killrun: then train the stage uninterrupted and compare the adapters')
+    ap.add_argument('--log', default='/tmp/killrun_rerun.log', help="killrun: the rerun's output")
     a = ap.parse_args()
-    {'run': cmd_run, 'resume': cmd_resume}[a.what](a)
+    {'run': cmd_run, 'resume': cmd_resume, 'killrun': cmd_killrun}[a.what](a)

@@ -9,6 +9,11 @@
 #   bash benchmarks/device/gpu_study.sh base     # build data/nemotron_h_small on the GPU when absent; a tar of it to $OUT
 #   bash benchmarks/device/gpu_study.sh smoke    # configs/gpu-smoke.yaml from a clean folder, then a rerun that skips all
 #   bash benchmarks/device/gpu_study.sh resume   # kill gpu-smoke's eval part-way, resume, compare with the finished rows
+#   bash benchmarks/device/gpu_study.sh killrun  # gpu-smoke from a clean folder SIGKILLed once an SFT checkpoint is complete, the
+#                                                # rerun (resumes the SFT, finishes), a rerun that skips all, then the SFT again
+#                                                # uninterrupted to compare adapters and losses (gpu_pipeline.py killrun --compare)
+#   bash benchmarks/device/gpu_study.sh ckptcost # seconds and bytes of a training checkpoint at r=768 on the Nemotron-H 30B layout
+#                                                # (benchmarks/checkpoint_cost.py; ~60 GiB of GPU memory: alone on the GPU)
 #   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu (alone: beside the smollm2 lane on an 80 GB card its engines
 #                                                # found too little free memory to start, 2026-12-05)
 #   bash benchmarks/device/gpu_study.sh decode   # the real model's evaluation decode under several engine layouts (decode_engines.py)
@@ -80,6 +85,10 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
   smoke) kernel; python3 benchmarks/gpu_pipeline.py run configs/gpu-smoke.yaml --out "$OUT/gpu_pipeline.json" 2>&1 | tee "$OUT/smoke.log" | grep -v "^\[IPKernelApp\]"
          cp outputs/gpu-smoke/report/summary.json "$OUT/smoke_summary.json" 2>/dev/null ;;
   resume) kernel; python3 benchmarks/gpu_pipeline.py resume configs/gpu-smoke.yaml --stage eval --kill-at-shards "${KILL_AT_SHARDS:-3}" --out "$OUT/gpu_pipeline.json" > "$OUT/resume.log" 2>&1; tail -n 25 "$OUT/resume.log" ;;
+  killrun) kernel; python3 benchmarks/gpu_pipeline.py killrun configs/gpu-smoke.yaml --stage sft --compare --log "$OUT/killrun_rerun.log" \
+             --out "$OUT/gpu_pipeline_killrun.json" > "$OUT/killrun.log" 2>&1; tail -n 40 "$OUT/killrun.log" | grep -v "^\[IPKernelApp\]" ;;
+  ckptcost) python3 benchmarks/checkpoint_cost.py --shape nemotron-h-31b --steps 9 --every 2 --out "$OUT/checkpoint_cost.json" > "$OUT/ckptcost.log" 2>&1
+            tail -n 30 "$OUT/ckptcost.log"; df -h /tmp | tail -n 1 ;;
   decode) # the evaluation's decode on the real model: engines x KV cache x batch limit, side by side (DECODE_VARIANTS), with
           # the GPU's utilisation sampled every second (decode_gpu.csv: a GPU busy and its memory busy tell a bandwidth-bound decode)
           kernel; rsi run configs/smollm2.yaml --only pools > "$OUT/decode.log" 2>&1
@@ -137,7 +146,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|tests|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
+  *) echo "usage: $0 wheels|base|smoke|resume|killrun|ckptcost|tests|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
