@@ -95,7 +95,8 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
           nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,power.draw --format=csv -l 1 > "$OUT/decode_gpu.csv" 2>/dev/null & smi=$!
           python3 benchmarks/device/decode_engines.py --variants ${DECODE_VARIANTS:-3x10:512 3x20:1024 1x48:1024 6x6:512} \
             --out "$OUT/decode_engines.json" >> "$OUT/decode.log" 2>&1; kill $smi 2>/dev/null; tail -n 12 "$OUT/decode.log" ;;
-  tests) PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -q -rA -p no:cacheprovider tests/test_gpu.py tests/test_train_fast.py > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
+  tests) # GPU_TESTS: the test files (default both); -v so that a lease ending mid-suite still shows which tests passed
+         PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -v -rA --durations=0 -p no:cacheprovider ${GPU_TESTS:-tests/test_gpu.py tests/test_train_fast.py} > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
   tiny) kernel; python3 benchmarks/gpu_pipeline.py run configs/tiny-vllm.yaml --out "$OUT/gpu_pipeline_tiny.json" > "$OUT/tiny.log" 2>&1; tail -n 25 "$OUT/tiny.log"
         cp outputs/tiny-vllm/report/summary.json "$OUT/tiny_vllm_summary.json" 2>/dev/null
         python3 -c "
