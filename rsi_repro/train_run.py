@@ -5,6 +5,7 @@
 # %% ../nbs/31c_train_run.ipynb #tr02
 from __future__ import annotations
 import json, shutil, sys, time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -23,7 +24,7 @@ from .typed import to_dict
 # %% auto #0
 __all__ = ['CHECKPOINT_MARK', 'PROGRESS', 'KEY_ARGS', 'gpu_count', 'write_evidence', 'is_current', 'read_evidence',
            'checkpoint_key', 'Resume', 'checkpoints', 'resume_point', 'checkpoint_watch', 'remove_checkpoints',
-           'train_and_record']
+           'denormals_flushed', 'train_and_record']
 
 # %% ../nbs/31c_train_run.ipynb #c014
 def gpu_count() -> int:
@@ -157,6 +158,16 @@ def _reduce(trainer, value: int) -> int:
     t = torch.tensor([value], device=trainer.accelerator.device)
     return int(trainer.accelerator.reduce(t, reduction='sum').item())
 
+# %% ../nbs/31c_train_run.ipynb #c015q
+@contextmanager
+def denormals_flushed():
+    "Subnormal floats read and written as zero on the CPU while the block runs (True if the CPU can), then the IEEE default."
+    import torch
+    flushed = torch.set_flush_denormal(True)
+    try: yield flushed
+    finally:
+        if flushed: torch.set_flush_denormal(False)
+
 # %% ../nbs/31c_train_run.ipynb #c016
 def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str, warm_start: str | None, lora: Lora, optim: Optim,
                      dataset_path: str | Path, extra: dict | None = None, split: Split | None = None) -> dict:
@@ -172,7 +183,8 @@ def train_and_record(trainer, out_dir: str | Path, model: ModelRef, *, tag: str,
         if trainer.accelerator.is_main_process: resume_point(out, key)
         trainer.accelerator.wait_for_everyone(); resume = resume_point(out, key, say=lambda line: None)
         trainer.add_callback(checkpoint_watch(out, key, optim, counter, t0, resume.counted if resume else {}, lambda v: _reduce(trainer, v)))
-    trainer.train(**({'resume_from_checkpoint': str(resume.path)} if resume else {})); wall = time.time() - t0
+    with denormals_flushed(): trainer.train(**({'resume_from_checkpoint': str(resume.path)} if resume else {}))
+    wall = time.time() - t0
     _save_adapter(trainer, out, model)
     if trainer.accelerator.is_main_process:
         try: check_finite_adapter(out)

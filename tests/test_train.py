@@ -180,6 +180,22 @@ def test_the_head_trains_at_lr_because_no_head_weight_trains(tmp_path):
     assert kw['learning_rate'] == 1.6e-5 and not any('head' in k for k in kw)
 
 
+def test_a_run_trains_with_subnormal_floats_flushed_and_leaves_the_default_after(tmp_path):
+    "Subnormals cost x86 CPUs many times a normal operation (the demo's second DPO arm: 74.5 s against 20.6 s flushed)."
+    from transformers import TrainerCallback
+    from rsi_repro.train import train_sft
+    subnormal, seen = torch.tensor([1e-39]), []
+    class Look(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw): seen.append((subnormal * 1.0).item())
+    tok = load_tokenizer(BASE)
+    write_sft_mix([('s', SINGLE), ('m', MULTI)], tok, 256, tmp_path / 'sft.npz')
+    can_flush = torch.set_flush_denormal(True); torch.set_flush_denormal(False)
+    train_sft(BASE, 'llama', tmp_path / 'sft.npz', Lora(r=4, alpha=8), Optim(lr=1e-3, micro_batch=2, grad_accum=1, seq_len=256, seed=0, steps=2),
+              tmp_path / 'adapter', tag='t', report_to=[], callbacks=[Look()])
+    assert len(seen) == 2 and all((x == 0.0) == can_flush for x in seen)   # flushed in every step, where the CPU can
+    assert (subnormal * 1.0).item() > 0.0                                   # the IEEE default again after the run
+
+
 def test_a_diverging_run_stops_at_its_first_non_finite_step_and_writes_no_adapter(tmp_path):
     "A learning rate far too high: the loss turns non-finite, the run stops there in one line, and no adapter is left."
     from rsi_repro.train import Diverged, check_finite_adapter, train_sft
