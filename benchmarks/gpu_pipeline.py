@@ -232,7 +232,7 @@ def cmd_killrun(a):
                 for p in sorted(stage_dir.rglob('training_evidence.json'))}
     result = {'stage': a.stage, 'killed_after_seconds': killed_after, 'complete_checkpoints_at_kill': complete,
               'rerun_exit': rerun.returncode, 'rerun_seconds': round(time.time() - t0, 1),
-              'rerun_says': [l.strip() for l in (rerun.stdout + rerun.stderr).splitlines() if 'resume' in l and 'checkpoint' in l.lower() or 'interrupted run' in l][:10],
+              'rerun_says': [l.strip() for l in (rerun.stdout + rerun.stderr).splitlines() if 'interrupted run' in l or ('resume' in l and 'checkpoint' in l.lower())][:10],
               'evidence_checkpoints': evidence,
               'checkpoints_left': [str(p.relative_to(run_dir)) for p in run_dir.rglob('checkpoint-*')]}
     mem = GpuMemory()
@@ -243,6 +243,7 @@ def cmd_killrun(a):
         shutil.rmtree(resumed_dir, ignore_errors=True); shutil.copytree(stage_dir, resumed_dir)
         whole = subprocess.run(cmd + ['--only', a.stage, '--force', a.stage], cwd=ROOT, capture_output=True, text=True)
         result['uninterrupted_exit'] = whole.returncode
+        if whole.returncode: sys.exit(f"the uninterrupted {a.stage} failed ({whole.returncode}): nothing to compare with\n{whole.stderr[-2000:]}")
         ra, wa = adapters_of(resumed_dir), adapters_of(stage_dir)
         result['adapters_resumed_vs_uninterrupted'] = compare_adapters(ra, wa)
         loss = {}
