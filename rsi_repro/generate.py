@@ -274,7 +274,9 @@ def generate(requests: Sequence[dict],   # rows {id, messages} ending on a user 
             found[k] = shard_rows; bar.update(len(shard_rows))
         seeds = [decode.seed * 100_003 + k for k, _, _ in jobs]
         if hasattr(engine, 'map'): engine.map([(p, s) for (_, _, p), s in zip(jobs, seeds)], decode, write, work_dir=out)   # several engines
-        else:
-            for i, (_, _, prompts) in enumerate(jobs): write(i, engine.generate(prompts, decode, seed=seeds[i]))
+        else:        # in this process: timed here, as the engines time theirs, so that a run's timings show every decode
+            with timed('decode', checkpoint=model.label, jobs=len(jobs), backend=backend) as said:
+                for i, (_, _, prompts) in enumerate(jobs): write(i, engine.generate(prompts, decode, seed=seeds[i]))
+                said.update(sequences=sum(len(p) for _, _, p in jobs), new_tokens=sum(r['new_tokens'] for k, _, _ in jobs for r in found[k]))
     bar.close()
     return pd.DataFrame([r for k in range(len(chunks)) for r in found[k]], columns=list(ROW_FIELDS))
