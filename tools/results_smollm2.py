@@ -80,7 +80,7 @@ def _record_stages(record: dict, run_dir: Path) -> list[dict]:
         {'stage': s['stage'], 'status': s['status'], 'seconds': s['seconds']} for s in record['run']['stages']]
 
 
-def copy(run_dir: Path, out: Path = RESULTS, record: Path | None = None) -> list[Path]:
+def copy(run_dir: Path, out: Path = RESULTS, record: Path | None = None, commit: str | None = None) -> list[Path]:
     """The files of a run of configs/smollm2.yaml into `out` (its machine's paths made relative), the paired reads, and
     the timings: `record` is `benchmarks/gpu_pipeline.py run`'s JSON of a run that finished (per stage: seconds, GPU
     memory, backend; the versions), which becomes the timings file's headline; earlier runs' records stay beside it."""
@@ -119,7 +119,8 @@ def copy(run_dir: Path, out: Path = RESULTS, record: Path | None = None) -> list
     rec = json.loads(record.read_text()) if record else None
     if rec: stages = _record_stages(rec, run_dir)
     else: stages = _stage_lines(device / 'smollm2.log') if (device / 'smollm2.log').exists() else []
-    run = {'run': run_dir.name, 'profile': 'configs/smollm2.yaml', 'base_source_sha256': manifest['inputs']['data']['base'],
+    run = {'run': run_dir.name, 'profile': 'configs/smollm2.yaml', **({'commit': commit} if commit else {}),
+           'base_source_sha256': manifest['inputs']['data']['base'],
            'device': rec['run']['versions']['gpus'][0] if rec else 'NVIDIA H200', 'date': rec['run']['date'] if rec else '2026-12-04',
            'checkpoints': cks, 'evaluation': ev.name, 'decodes_max_new_tokens': _decodes(), 'stages': stages,
            **({'rerun': rec['run']['rerun']} if rec else {}), 'versions': manifest['versions']}
@@ -195,8 +196,10 @@ def block(res: Path = RESULTS) -> str:
     keep = list(csv.DictReader((res / 'repair_keep_rates.csv').open()))
     ran = [s for s in run['stages'] if s['status'] == 'ran']
     unfinished = [s['stage'] for s in run['stages'] if s['status'] != 'ran']
+    made = f" (commit {run['commit']})" if 'commit' in run else ''
     lines = [BEGIN,
-             f"What a run of `configs/smollm2.yaml` on one {run.get('device', 'NVIDIA H200')} found ({run.get('date', '2026-12-04')}; "
+             f"What a run of `configs/smollm2.yaml`{made} on one "
+             f"{run.get('device', 'NVIDIA H200')} found ({run.get('date', '2026-12-04')}; "
              f"`results/smollm2/`, copied from it by `tools/results_smollm2.py`, which also writes this section; the timings are "
              f"`benchmarks/results/gpu_pipeline_smollm2.json`). The base is SmolLM2-135M-Instruct's Q4_1 GGUF file (sha256 "
              f"`{run['base_source_sha256'].split(':')[-1][:16]}…`), dequantised once into the run and served in bfloat16 by vLLM "
@@ -347,9 +350,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('what', choices=['copy', 'readme', 'check']); ap.add_argument('run_dir', nargs='?', default=str(ROOT / 'outputs/smollm2'))
     ap.add_argument('--record', help="benchmarks/gpu_pipeline.py run's JSON of the run (a run that finished)")
+    ap.add_argument('--commit', help="the commit the run was made from (recorded in run.json, named in the README)")
     a = ap.parse_args(argv)
     if a.what == 'copy':
-        for p in copy(Path(a.run_dir), record=Path(a.record) if a.record else None): print(p.relative_to(ROOT))
+        for p in copy(Path(a.run_dir), record=Path(a.record) if a.record else None, commit=a.commit): print(p.relative_to(ROOT))
         return 0
     if a.what == 'readme':
         path = ROOT / 'README.md'; text = path.read_text()
