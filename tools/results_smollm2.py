@@ -156,8 +156,8 @@ def _pct(x: float) -> str: return f"{100 * x:.1f}"
 
 
 def _decode_text(run: dict, inst: str) -> str:
-    "How an IFEval read decoded, with the new-token limit the run used (2,048 for the study's serving before 2026-12-06)."
-    n = run.get('decodes_max_new_tokens', {'ifeval': 2048, 'ifeval_harness': 1280})[inst]
+    "How an IFEval read decoded, with the new-token limit the run used (run.json names it: no limit is assumed)."
+    n = run['decodes_max_new_tokens'][inst]
     return DECODES[inst].format(n=f"{n:,}")
 
 
@@ -199,7 +199,7 @@ def block(res: Path = RESULTS) -> str:
     made = f" (commit {run['commit']})" if 'commit' in run else ''
     lines = [BEGIN,
              f"What a run of `configs/smollm2.yaml`{made} on one "
-             f"{run.get('device', 'NVIDIA H200')} found ({run.get('date', '2026-12-04')}; "
+             f"{run['device']} found ({run['date']}; "
              f"`results/smollm2/`, copied from it by `tools/results_smollm2.py`, which also writes this section; the timings are "
              f"`benchmarks/results/gpu_pipeline_smollm2.json`). The base is SmolLM2-135M-Instruct's Q4_1 GGUF file (sha256 "
              f"`{run['base_source_sha256'].split(':')[-1][:16]}…`), dequantised once into the run and served in bfloat16 by vLLM "
