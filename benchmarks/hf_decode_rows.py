@@ -1,13 +1,13 @@
-"""The transformers backend against a decode that lets stopped rows go, on the demo's own workloads (CPU).
+"""`model.generate` against the decode that lets stopped rows go, on the demo's own workloads (CPU).
 
-`HFBackend` decodes a batch with `model.generate`, which computes every row until the batch's longest answer stops. A
-candidate loop (here only, not in the library) takes a row out of the batch and out of its KV cache once it has
-stopped. This measures both on the demo's finished run (`make demo` first): H6's and probe2's greedy reads of the base
-and of v6141 (an unmerged LoRA adapter), and the repair's rejection sampling (r5's prompts, the profile's samples per
-prompt, temperature, top_p and length, from the DPO adapter). Both sides: the same prompts, batch size and sort by
-length; one after the other in one process. For the greedy reads it also counts the rows whose tokens equal generate's
-(the loop's batches shrink, and the CPU's matrix products may differ in their last bits with the batch's size); sampled
-rows differ by construction (the random draws are the batch's), so only their time is compared.
+`model.generate` computes every row of a batch until the batch's longest answer stops. `HFBackend` decodes with
+`rsi_repro.backends.decode_dropping`, which takes a row out of the batch and out of its KV cache once it has stopped.
+This measures both on the demo's finished run (`make demo` first): H6's and probe2's greedy reads of the base and of
+v6141 (an unmerged LoRA adapter), and the repair's rejection sampling (r5's prompts, the profile's samples per prompt,
+temperature, top_p and length, from the DPO adapter). Both sides: the same prompts, batch size and sort by length; one
+after the other in one process. For the greedy reads it also counts the rows whose tokens equal generate's (its
+batches shrink, and the CPU's matrix products may differ in their last bits with the batch's size); sampled rows
+differ by construction (the random draws are the batch's), so only their time is compared.
 
     python benchmarks/hf_decode_rows.py [--out benchmarks/results/hf_decode_rows.json]
 """
@@ -17,39 +17,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def decode_letting_rows_go(model, ids, mask, max_new_tokens, stops, pick):
-    "Each row's new tokens; a row leaves the batch and the cache once it has emitted a stop id."
-    import torch
-    stop = torch.tensor(sorted(set(stops)))
-    rows, out = torch.arange(ids.shape[0]), [[] for _ in range(ids.shape[0])]
-    pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)       # the positions generate derives from the mask
-    first = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-    cache, last, logits = first.cache, pos[:, -1:], first.logits[:, -1].float()
-    for step in range(max_new_tokens):
-        tok = pick(logits)
-        for r, t in zip(rows.tolist(), tok.tolist()): out[r].append(t)
-        going = ~torch.isin(tok, stop)
-        if step == max_new_tokens - 1 or not going.any(): break
-        if not going.all():
-            keep = going.nonzero().squeeze(1)
-            cache.batch_select_indices(keep)
-            rows, tok, mask, last = rows[keep], tok[keep], mask[keep], last[keep]
-        mask, last = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1), last + 1
-        logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=last, cache=cache, use_cache=True).logits[:, -1].float()
-    return out
-
-
-def sampler(temperature: float, top_p: float):
-    "Temperature, then nucleus filtering, then a draw: what generate's warpers do with top_k=0."
-    import torch
-    def pick(logits):
-        scores, order = (logits / temperature).sort(descending=True)
-        p = scores.softmax(-1)
-        scores[(p.cumsum(-1) - p) > top_p] = -float('inf')               # keep the smallest set reaching top_p
-        return order.gather(-1, torch.multinomial(scores.softmax(-1), 1)).squeeze(1)
-    return pick
 
 
 def batches(prompts, batch_size: int, pad: int):
@@ -65,7 +32,7 @@ def batches(prompts, batch_size: int, pad: int):
 
 def measure(model, tok, prompts, max_new: int, batch_size: int, sample: dict | None, seed: int = 0) -> dict:
     import torch
-    from rsi_repro.backends import cut_at_stop, stop_ids
+    from rsi_repro.backends import cut_at_stop, decode_dropping, sampler, stop_ids
     stops, pad = stop_ids(tok), tok.pad_token_id
     kw = (dict(do_sample=True, temperature=sample['temperature'], top_p=sample['top_p'], top_k=0) if sample
           else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
@@ -78,7 +45,7 @@ def measure(model, tok, prompts, max_new: int, batch_size: int, sample: dict | N
             with torch.no_grad():
                 new = (model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, eos_token_id=stops, pad_token_id=pad,
                                       **kw)[:, w:].tolist() if name == 'generate'
-                       else decode_letting_rows_go(model, ids, mask, max_new, stops, pick))
+                       else decode_dropping(model, ids, mask, max_new, stops, pick))
             for i, toks in zip(idx, new): rows[i] = cut_at_stop(toks, stops)
         got[name] = {'seconds': round(time.perf_counter() - t, 2), 'rows': rows}
     g, d = got['generate']['rows'], got['rows_let_go']['rows']

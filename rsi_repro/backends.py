@@ -18,9 +18,9 @@ from .bases import base_identity, base_source, cached_sha256, check_markers, ser
 # %% auto #0
 __all__ = ['BACKENDS', 'ModelRef', 'Decode', 'Completion', 'register_backend', 'stop_ids', 'cut_at_stop', 'AdapterMismatch',
            'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
-           'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'HFBackend', 'adapter_rank',
-           'vllm_lora_plan', 'merge_adapter', 'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame',
-           'VLLMBackend']
+           'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'plain_decoding', 'sampler',
+           'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len',
+           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend']
 
 # %% ../nbs/03a_backends.ipynb #c005
 @dataclass(frozen=True)
@@ -180,13 +180,73 @@ def load_model(model: ModelRef, device: str | None = None):
     device = device or ('cuda' if torch.cuda.is_available() else 'cpu')
     return net.to(device).eval()
 
+
+# %% ../nbs/03a_backends.ipynb #c012d
+# generation settings under which a decode is the model's logits, the call's temperature and top_p, and nothing more
+_PLAIN_DECODING = dict(repetition_penalty=1.0, no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0, bad_words_ids=None,
+                       min_length=0, min_new_tokens=None, forced_bos_token_id=None, forced_eos_token_id=None, suppress_tokens=None,
+                       begin_suppress_tokens=None, sequence_bias=None, exponential_decay_length_penalty=None, num_beams=1,
+                       renormalize_logits=False, min_p=None, typical_p=1.0, epsilon_cutoff=0.0, eta_cutoff=0.0, top_h=None,
+                       watermarking_config=None, guidance_scale=None, low_memory=None)
+
+def plain_decoding(model) -> bool:
+    "Whether the model's own generation settings leave a decode the call's temperature and top_p over its logits."
+    gc = getattr(model, 'generation_config', None)
+    return gc is None or all(getattr(gc, k, v) in (v, None) for k, v in _PLAIN_DECODING.items())
+
+def sampler(temperature: float, top_p: float):
+    "logits -> one drawn token per row: temperature, then the smallest set of tokens reaching top_p (generate's warpers)."
+    import torch
+    def pick(logits):
+        scores, order = (logits / temperature).sort(-1, descending=True)
+        p = scores.softmax(-1)
+        scores = scores.masked_fill((p.cumsum(-1) - p) >= top_p, -float('inf'))      # the mass above a token reaches top_p
+        return order.gather(-1, torch.multinomial(scores.softmax(-1), 1)).squeeze(1)
+    return pick
+
+def _drops_rows(cache) -> bool:
+    "Whether every layer of a transformers cache can drop batch rows (attention layers; not recurrent state)."
+    layers = getattr(cache, 'layers', None)
+    return bool(layers) and not any(cache.is_linear) and not cache.is_compileable and all(
+        hasattr(layer, 'batch_select_indices') for layer in layers)
+
+def decode_dropping(model, ids, mask, max_new_tokens: int, stops: Sequence[int], pick) -> list[list[int]] | None:
+    """Each row's new tokens for a left-padded batch (`pick`: logits -> next tokens), a row leaving the batch and the
+    cache once it has emitted a stop id; None when the model's cache cannot drop rows (decode with `generate`)."""
+    import torch
+    stop = torch.tensor(sorted(set(stops)), device=ids.device)
+    rows, out = torch.arange(ids.shape[0], device=ids.device), [[] for _ in range(ids.shape[0])]
+    pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)          # as `generate` derives them from the mask
+    first = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    cache, last = getattr(first, 'cache', None), pos[:, -1:]
+    if cache is None or not _drops_rows(cache): return None
+    logits = first.logits[:, -1].float()
+    for step in range(max_new_tokens):
+        tok = pick(logits)
+        for r, t in zip(rows.tolist(), tok.tolist()): out[r].append(t)
+        going = ~torch.isin(tok, stop)
+        if step == max_new_tokens - 1 or not going.any(): break
+        if not going.all():
+            keep = going.nonzero().squeeze(1)
+            cache.batch_select_indices(keep)
+            rows, tok, mask, last = rows[keep], tok[keep], mask[keep], last[keep]
+        mask, last = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1), last + 1
+        seen = cache.get_seq_length()
+        logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=last, cache=cache, use_cache=True).logits[:, -1].float()
+        if cache.get_seq_length() != seen + 1: return None      # a model that did not read the cache it was given
+    return out
+
+
+# %% ../nbs/03a_backends.ipynb #c012h
 @register_backend('hf')
 class HFBackend:
-    "Batched `generate` through transformers (and PEFT for adapters)."
+    """Batched decoding through transformers (and PEFT for adapters): a batch lets its stopped rows go (`decode_dropping`)
+    where the model's cache and generation settings allow it, and runs `generate` otherwise."""
     def __init__(self, model: ModelRef, serving: Serving, work_dir: str | Path | None = None, device: str | None = None):
         self.tokenizer, self.serving = load_tokenizer(model), serving
         self.model = load_model(model, device)
         self.stops = stop_ids(self.tokenizer)
+        self.drops = serving.hf_drop_rows and plain_decoding(self.model)
 
     def generate(self, prompts: Sequence[Sequence[int]], decode: Decode, seed: int) -> list[Completion]:
         import torch
@@ -205,9 +265,12 @@ class HFBackend:
             else:
                 torch.manual_seed(seed * 1_000_003 + b)
                 kwargs.update(do_sample=True, temperature=decode.temperature, top_p=decode.top_p, top_k=0)
-            with torch.no_grad(): gen = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+            pick = (lambda logits: logits.argmax(-1)) if decode.greedy else sampler(decode.temperature, decode.top_p)
+            with torch.no_grad():
+                new = decode_dropping(self.model, ids, mask, decode.max_new_tokens, self.stops, pick) if self.drops else None
+                if new is None: new = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)[:, width:].tolist()
             for row, i in enumerate(idx):
-                out[i] = cut_at_stop(gen[row, width:].tolist(), self.stops)
+                out[i] = cut_at_stop(new[row], self.stops)
         return out
 
 # %% ../nbs/03a_backends.ipynb #c014

@@ -75,6 +75,7 @@ class Serving:
     shard_size: int = 64
     shard_balance: bool = False         # a call cut into equal shards, a multiple of the engines, each at most shard_size
     merge_lora: bool = False            # merge the adapter into the base before serving
+    hf_drop_rows: bool = True           # the transformers backend lets a batch's stopped rows go (backends.decode_dropping)
     vllm: VLLMSettings = field(default_factory=VLLMSettings)
     def validate(self, where, p):
         one_of(where, f"{p}.overlong", self.overlong, OVERLONG_POLICIES)

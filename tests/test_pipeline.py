@@ -199,8 +199,9 @@ def test_single_and_double_mixes_are_different_draws(profile_path, first_run):
 
 def test_the_study_is_not_all_ties(profile_path, first_run):
     """Stages change which prompts pass: the repair disagrees with the base on some H6 prompts.
-    Which way is the demo's to show (`make demo`: 21 fixed / 7 lost against its parent); a run small enough for CI
-    (two repair steps on a 26-prompt H6) moves a prompt or two either way, so only the disagreement is pinned here."""
+    Which way is the demo's to show (`make demo`: results/tiny/summary.json's ladder, pinned by tests/test_study_demo.py);
+    a run small enough for CI (two repair steps on a 26-prompt H6) moves a prompt or two either way, so only the
+    disagreement is pinned here."""
     from rsi_repro.run_view import ladder
     lad = ladder(load_profile(profile_path), instruments=['h6']).set_index('step')
     base_to_repair = lad.loc['base → repair']
