@@ -17,6 +17,7 @@
 #   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu (alone: beside the smollm2 lane on an 80 GB card its engines
 #                                                # found too little free memory to start, 2026-12-05)
 #   bash benchmarks/device/gpu_study.sh decode   # the real model's evaluation decode under several engine layouts (decode_engines.py)
+#   bash benchmarks/device/gpu_study.sh enginestart  # where the first vLLM engine's start goes (engine_start.py: cold, then warm)
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
 #   bash benchmarks/device/gpu_study.sh speed    # train_speed.py over 20 timed steps on the card's shapes, ours beside stock
@@ -97,6 +98,10 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
             --out "$OUT/decode_engines.json" >> "$OUT/decode.log" 2>&1; kill $smi 2>/dev/null; tail -n 12 "$OUT/decode.log" ;;
   tests) # GPU_TESTS: the test files (default both); -v so that a lease ending mid-suite still shows which tests passed
          PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -v -rA --durations=0 -p no:cacheprovider ${GPU_TESTS:-tests/test_gpu.py tests/test_train_fast.py} > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
+  enginestart) # the gpu-smoke study's first engine started twice, each in a new process, stacks sampled every second:
+         # cold (no compile caches: a new machine), then warm (the caches the first left); engine_start.json names the seconds
+         python3 benchmarks/device/engine_start.py --out "$OUT/engine_start.json" > "$OUT/engine_start.log" 2>&1
+         grep "^==\|^   " "$OUT/engine_start.log" | head -n 50 ;;
   tiny) kernel; python3 benchmarks/gpu_pipeline.py run configs/tiny-vllm.yaml --out "$OUT/gpu_pipeline_tiny.json" > "$OUT/tiny.log" 2>&1; tail -n 25 "$OUT/tiny.log"
         cp outputs/tiny-vllm/report/summary.json "$OUT/tiny_vllm_summary.json" 2>/dev/null
         python3 -c "
@@ -147,7 +152,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|killrun|ckptcost|tests|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
+  *) echo "usage: $0 wheels|base|smoke|resume|killrun|ckptcost|tests|enginestart|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
