@@ -4,7 +4,8 @@
 
 # %% ../nbs/03a_backends.ipynb #bk02
 from __future__ import annotations
-import json, os, re, shutil
+import json, os, re, shutil, sys, threading, time
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -20,7 +21,7 @@ __all__ = ['BACKENDS', 'ModelRef', 'Decode', 'Completion', 'register_backend', '
            'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
            'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'plain_decoding', 'sampler',
            'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len',
-           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'VLLMBackend']
+           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'said_every', 'VLLMBackend']
 
 # %% ../nbs/03a_backends.ipynb #c005
 @dataclass(frozen=True)
@@ -358,6 +359,37 @@ def vllm_frame(model: ModelRef, serving: Serving) -> dict | None:
             'stops': stop_ids(tok), 'vocab': len(tok)}
 
 
+# %% ../nbs/03a_backends.ipynb #c014t
+def compile_caches() -> dict[str, tuple[Path, str]]:
+    "What a starting engine's compilers write, by name: (their cache folder, a pattern matching one compiled unit)."
+    home = Path('~').expanduser()
+    return {'Triton kernels compiled': (Path(os.environ.get('TRITON_CACHE_DIR') or home / '.triton' / 'cache'), '*.cubin'),
+            'FlashInfer ops built': (Path(os.environ.get('FLASHINFER_WORKSPACE_BASE') or home / '.cache') / 'flashinfer', '*.so')}
+
+def new_files(folder: Path, pattern: str, since: float) -> int:
+    "How many files matching `pattern` under `folder` were written at or after `since` (0 for no folder)."
+    n = 0
+    try:
+        for p in Path(folder).rglob(pattern):
+            try: n += p.stat().st_mtime >= since
+            except OSError: pass                       # written and removed between the listing and the stat
+    except OSError: pass
+    return n
+
+@contextmanager
+def said_every(what: str, every: float = 10.0, say: Callable[[str], None] | None = None, caches: dict | None = None):
+    "While the block runs, say every `every` s how long `what` has taken and what the compilers wrote meanwhile."
+    say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+    caches, stop, t0, since = caches or compile_caches(), threading.Event(), time.monotonic(), time.time() - 1
+    def beat():
+        while not stop.wait(every):
+            counts = ', '.join(f"{new_files(d, pat, since)} {name}" for name, (d, pat) in caches.items())
+            say(f"rsi-repro: {what}: {time.monotonic() - t0:.0f} s so far; since it began, {counts}")
+    beating = threading.Thread(target=beat, daemon=True, name='rsi-repro-said-every'); beating.start()
+    try: yield
+    finally: stop.set(); beating.join()
+
+
 # %% ../nbs/03a_backends.ipynb #c014c
 @register_backend('vllm')
 class VLLMBackend:
@@ -376,7 +408,8 @@ class VLLMBackend:
         self.lora = LoRARequest('adapter', 1, model.adapter) if plan == 'lora' else None
         lora_kw = dict(enable_lora=True, max_lora_rank=adapter_rank(model.adapter)) if plan == 'lora' else {}
         self.frame = vllm_frame(model, serving)
-        self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)
+        with said_every(f"starting vLLM on {portable(model.base)}"):      # a new machine's first start compiles for minutes
+            self.llm = LLM(**vllm_engine_args(model, serving), **lora_kw)
         self.stops = stop_ids(self.tokenizer)
 
     def swap(self, model: ModelRef, serving: Serving, work_dir: str | Path | None = None) -> bool:
