@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 DATA_PACKAGES := $(shell sed -n 's/^data_requirements = //p' settings.ini)
 
-.PHONY: install install-gpu demo docs docs-check results test test-nbs test-py test-core test-study export clean-outputs bench
+.PHONY: install install-gpu demo docs docs-check results test test-nbs test-py test-core core-env core-run test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -82,11 +82,17 @@ CORE_NBS := 00a_io 00b_typed 00c_evals 00_config 00g_profile_sections 00d_layout
 	11_ifeval 11a_ifeval_checks 12_pools 20_stats 20a_promotion 21_preregister 22_card_audit 23_grid 24_paired
 empty :=
 space := $(empty) $(empty)
-test-core:
-	@v=.venv-core-$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') && \
-	{ test -x $$v/bin/python || $(PYTHON) -m venv $$v; } && \
-	$$v/bin/python -m pip install -q --upgrade pip && $$v/bin/python -m pip install -q -e ".[core-test]" && \
-	echo "model-free core on $$($$v/bin/python --version)" && \
+CORE_VENV = .venv-core-$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+test-core: core-env core-run
+
+# the venv alone (pip's editable install writes the project's metadata in place, so CI makes these one after another)
+core-env:
+	@v=$(CORE_VENV) && { test -x $$v/bin/python || $(PYTHON) -m venv $$v; } && \
+	$$v/bin/python -m pip install -q --upgrade pip && $$v/bin/python -m pip install -q -e ".[core-test]"
+
+# the tests alone, in the venv core-env made (CI runs the Pythons' side by side)
+core-run:
+	@v=$(CORE_VENV) && echo "model-free core on $$($$v/bin/python --version)" && \
 	OMP_NUM_THREADS=1 $$v/bin/pytest -q -p no:cacheprovider $(CORE_TESTS) && \
 	OMP_NUM_THREADS=1 $$v/bin/nbdev_test --n_workers $(NB_WORKERS) --file_re '^($(subst $(space),|,$(strip $(CORE_NBS))))\.ipynb$$'
 

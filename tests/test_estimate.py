@@ -218,7 +218,8 @@ def test_a_rate_chosen_by_hand_is_printed_as_a_stand_in(tmp_path):
 def test_measure_replaces_the_bounds_with_the_local_corpora_lengths(tmp_path):
     d = ROOT / 'outputs' / '_test_profiles'; d.mkdir(parents=True, exist_ok=True)
     tiny, gone = d / f"measure-{uuid.uuid4().hex[:8]}.yaml", d / f"measure-{uuid.uuid4().hex[:8]}.yaml"
-    tiny.write_text("extends: ../../configs/tiny.yaml\nevals:\n  math: {n: 10}\n")          # math's count without a run
+    # math's count without a run; decoding at batch 64, the batch the HF rate was measured at (the estimate prices no other)
+    tiny.write_text("extends: ../../configs/tiny.yaml\nserving: {batch_size: 64}\nevals:\n  math: {n: 10}\n")
     gone.write_text(f"extends: {tiny.name}\ndpo:\n  corpus: {{name: ultrafeedback, source: data/corpora/gone.jsonl, bands: [{{start: 0, stop: 256}}]}}\n")
     try:
         flags = ('--shape', 'nemotron_h-30b-a3b', '--partial')
