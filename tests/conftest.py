@@ -27,6 +27,9 @@ def _scope(file: str) -> str:
 def pytest_xdist_make_scheduler(config, log):
     "`make test`'s two workers take whole scopes (`_scope`), the slowest first (the order collection leaves below)."
     from xdist.scheduler import LoadScopeScheduling
+    # xdist reorders scopes by their number of tests unless told not to, which put the real model's 4-test file (the
+    # slowest scope) last: a 2-core run then ended with one worker on it alone for ~9 minutes
+    config.option.loadscopereorder = False
     class ScopeScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid): return _scope(nodeid.split('::', 1)[0])
     return ScopeScheduling(config, log)
