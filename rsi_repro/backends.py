@@ -200,8 +200,9 @@ def sampler(temperature: float, top_p: float):
     import torch
     def pick(logits):
         scores, order = (logits / temperature).sort(-1, descending=True)
-        p = scores.softmax(-1)
-        scores = scores.masked_fill((p.cumsum(-1) - p) >= top_p, -float('inf'))      # the mass above a token reaches top_p
+        if top_p < 1:                  # as generate: no nucleus at 1 (a cumulative sum's rounding would cut the tail)
+            p = scores.softmax(-1)
+            scores = scores.masked_fill((p.cumsum(-1) - p) >= top_p, -float('inf'))  # the mass above a token reaches top_p
         return order.gather(-1, torch.multinomial(scores.softmax(-1), 1)).squeeze(1)
     return pick
 
