@@ -5,6 +5,7 @@
 # %% ../nbs/03a_backends.ipynb #bk02
 from __future__ import annotations
 import json, os, re, shutil, sys, threading, time
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,7 +22,8 @@ __all__ = ['BACKENDS', 'ModelRef', 'Decode', 'Completion', 'register_backend', '
            'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
            'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'plain_decoding', 'sampler',
            'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len',
-           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'said_every', 'VLLMBackend']
+           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'most_written',
+           'said_every', 'VLLMBackend']
 
 # %% ../nbs/03a_backends.ipynb #c005
 @dataclass(frozen=True)
@@ -367,25 +369,36 @@ def compile_caches() -> dict[str, tuple[Path, str]]:
     return {'Triton kernels compiled': (Path(os.environ.get('TRITON_CACHE_DIR') or home / '.triton' / 'cache'), '*.cubin'),
             'FlashInfer ops built': (Path(os.environ.get('FLASHINFER_WORKSPACE_BASE') or home / '.cache') / 'flashinfer', '*.so')}
 
-def new_files(folder: Path, pattern: str, since: float) -> int:
-    "How many files matching `pattern` under `folder` were written at or after `since` (0 for no folder)."
-    n = 0
+def new_files(folder: Path, pattern: str, since: float) -> list[Path]:
+    "The files matching `pattern` under `folder` written at or after `since` (none for no folder)."
+    found = []
     try:
         for p in Path(folder).rglob(pattern):
-            try: n += p.stat().st_mtime >= since
+            try:
+                if p.stat().st_mtime >= since: found.append(p)
             except OSError: pass                       # written and removed between the listing and the stat
     except OSError: pass
-    return n
+    return found
+
+def most_written(files: list[Path], top: int = 3) -> str:
+    "The commonest names among `files` (a Triton kernel's cubin is named after the kernel), with their counts."
+    return ', '.join(f"{name} x{n}" for name, n in Counter(p.stem for p in files).most_common(top))
 
 @contextmanager
 def said_every(what: str, every: float = 10.0, say: Callable[[str], None] | None = None, caches: dict | None = None):
-    "While the block runs, say every `every` s how long `what` has taken and what the compilers wrote meanwhile."
+    """While the block runs, say every `every` s how long `what` has taken, what the compilers wrote since it began, and
+    which units they wrote in the last interval (by name): compiling is told from loading or a hang."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     caches, stop, t0, since = caches or compile_caches(), threading.Event(), time.monotonic(), time.time() - 1
     def beat():
+        last = since
         while not stop.wait(every):
-            counts = ', '.join(f"{new_files(d, pat, since)} {name}" for name, (d, pat) in caches.items())
-            say(f"rsi-repro: {what}: {time.monotonic() - t0:.0f} s so far; since it began, {counts}")
+            now = time.time()
+            counts = ', '.join(f"{len(new_files(d, pat, since))} {name}" for name, (d, pat) in caches.items())
+            latest = most_written([f for d, pat in caches.values() for f in new_files(d, pat, last)])
+            say(f"rsi-repro: {what}: {time.monotonic() - t0:.0f} s so far; since it began, {counts}; "
+                + (f"in the last {every:g} s: {latest}" if latest else f"nothing compiled in the last {every:g} s"))
+            last = now
     beating = threading.Thread(target=beat, daemon=True, name='rsi-repro-said-every'); beating.start()
     try: yield
     finally: stop.set(); beating.join()

@@ -134,8 +134,9 @@ def run_start(label: str, profile: str, every: float, work: Path) -> dict:
     p.wait()
     result = next((json.loads(l.split('RESULT ', 1)[1]) for l in reversed(log) if 'RESULT ' in l), {'error': p.returncode})
     gaps = sorted(((float(b.split()[0]) - float(a.split()[0]), a[:240]) for a, b in zip(log, log[1:])), reverse=True)[:5]
+    beats = [l for l in log if 'rsi-repro: starting vLLM' in l]      # backends.said_every's lines, every 10 s of a start
     return {'label': label, **result, 'init_engine_seconds': init_engine_seconds(log), 'wall_seconds': round(time.perf_counter() - t0, 1),
-            'longest_silences': [{'seconds': round(s, 1), 'after': line} for s, line in gaps],
+            'heartbeats': len(beats), 'heartbeat_lines': beats, 'longest_silences': [{'seconds': round(s, 1), 'after': line} for s, line in gaps],
             'profile': summarise(samples, every), 'log': log}
 
 
@@ -155,6 +156,7 @@ def main(argv=None) -> int:
             shutil.make_archive(str(Path(a.out).with_name(f'engine_start_stacks_{label}')), 'gztar', work / f'stacks_{label}')
         r = rows[-1]
         print(f"== {label}: start {r.get('start_seconds')} s, first answer {r.get('first_answer_seconds')} s")
+        print(f"   {r['heartbeats']} heartbeats; the last: {(r['heartbeat_lines'] or ['none'])[-1][:200]}")
         for s in r['longest_silences'][:3]: print(f"   silent {s['seconds']:6.1f} s after: {s['after'][:150]}")
         for f in r['profile']['inclusive'][:15]: print(f"   {f['seconds']:6.1f} s  {f['function']}")
         Path(a.out).write_text(json.dumps({'what': __doc__.split('\n\n')[1].replace('\n', ' '), 'profile': a.profile,
