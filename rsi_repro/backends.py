@@ -22,7 +22,7 @@ __all__ = ['BACKENDS', 'ModelRef', 'Decode', 'Completion', 'register_backend', '
            'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
            'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'plain_decoding', 'sampler',
            'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len',
-           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'most_written',
+           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'unit_name', 'most_written',
            'said_every', 'VLLMBackend']
 
 # %% ../nbs/03a_backends.ipynb #c005
@@ -364,10 +364,13 @@ def vllm_frame(model: ModelRef, serving: Serving) -> dict | None:
 
 # %% ../nbs/03a_backends.ipynb #c014t
 def compile_caches() -> dict[str, tuple[Path, str]]:
-    "What a starting engine's compilers write, by name: (their cache folder, a pattern matching one compiled unit)."
+    """What a starting engine's compilers write, by name: (their cache folder, a pattern matching one unit). FlashInfer
+    writes an op's build.ninja when its JIT build begins and the op's .so when it ends (its sampling op took 103 s of a
+    first start on an H100, `benchmarks/results/engine_start_h100.json`)."""
     home = Path('~').expanduser()
+    flashinfer = Path(os.environ.get('FLASHINFER_WORKSPACE_BASE') or home / '.cache') / 'flashinfer'
     return {'Triton kernels compiled': (Path(os.environ.get('TRITON_CACHE_DIR') or home / '.triton' / 'cache'), '*.cubin'),
-            'FlashInfer ops built': (Path(os.environ.get('FLASHINFER_WORKSPACE_BASE') or home / '.cache') / 'flashinfer', '*.so')}
+            'FlashInfer op builds begun': (flashinfer, 'build.ninja'), 'FlashInfer ops built': (flashinfer, '*.so')}
 
 def new_files(folder: Path, pattern: str, since: float) -> list[Path]:
     "The files matching `pattern` under `folder` written at or after `since` (none for no folder)."
@@ -380,9 +383,13 @@ def new_files(folder: Path, pattern: str, since: float) -> list[Path]:
     except OSError: pass
     return found
 
+def unit_name(path: Path) -> str:
+    "What a written file is the unit of: a Triton cubin is named after its kernel; a build file after its op's folder."
+    return path.parent.name if path.name == 'build.ninja' else path.stem
+
 def most_written(files: list[Path], top: int = 3) -> str:
-    "The commonest names among `files` (a Triton kernel's cubin is named after the kernel), with their counts."
-    return ', '.join(f"{name} x{n}" for name, n in Counter(p.stem for p in files).most_common(top))
+    "The commonest units among `files`, with their counts."
+    return ', '.join(f"{name} x{n}" for name, n in Counter(map(unit_name, files)).most_common(top))
 
 @contextmanager
 def said_every(what: str, every: float = 10.0, say: Callable[[str], None] | None = None, caches: dict | None = None):

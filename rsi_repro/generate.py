@@ -172,9 +172,10 @@ ROW_FIELDS = ('id', 'sample', 'response', 'finish_reason', 'prompt_tokens', 'new
 def _plan(requests, model: ModelRef, decode: Decode, serving: Serving, backend: str, shards: int | None = None) -> dict:
     "Everything the generated rows depend on (batching too: sampled draws and greedy numerics follow the batches)."
     # not whether an engine got the weights reloaded or new: the rows are the same (tests/test_gpu.py checks it on a GPU)
-    # nor how many engines share a GPU, nor whether they stay beside training: each shard is one engine's batch either way
-    vllm = ({k: v for k, v in asdict(serving.vllm).items() if k not in ('reload_weights', 'engines_per_gpu', 'train_beside')}
-            if backend == 'vllm' else None)
+    # nor how many engines share a GPU, nor whether they stay beside training: each shard is one engine's batch either way;
+    # nor the GPU's share an engine may take when its KV cache is fixed (vLLM then sizes the cache from kv_cache_gib alone)
+    ignored = ('reload_weights', 'engines_per_gpu', 'train_beside') + (('gpu_memory_utilization',) if serving.vllm.kv_cache_gib else ())
+    vllm = {k: v for k, v in asdict(serving.vllm).items() if k not in ignored} if backend == 'vllm' else None
     return {'requests_sha256': sha256_json([[r['id'], r['messages']] for r in requests]), 'n_requests': len(requests),
             'checkpoint': checkpoint_identity(model), 'merge': model.merge, 'decode': asdict(decode), 'backend': backend,
             **({'template': model.template} if model.template != 'study' else {}),     # the study's: as plans have always been
