@@ -113,8 +113,8 @@ extends: ../../configs/tiny.yaml
 run: {run}
 sft:
   corpora:
-    - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 300}}]}}
-    - {{name: smoltalk, source: data/corpora/smoltalk_sample.jsonl, bands: [{{start: 0, stop: 300}}]}}
+    - {{name: tulu3, source: data/corpora/tulu_sample.jsonl, bands: [{{start: 0, stop: 128}}]}}
+    - {{name: smoltalk, source: data/corpora/smoltalk_sample.jsonl, bands: [{{start: 0, stop: 128}}]}}
   optim: {{lr: 2.0e-3, micro_batch: 8, grad_accum: 2, seq_len: 256, seed: 1, epochs: 1, warmup: 0.05, schedule: cosine_with_min_lr,
           min_lr_rate: 0.01, checkpoint_steps: 2}}
 stages:
