@@ -100,7 +100,8 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
          PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 python3 -m pytest -m gpu -v -rA --durations=0 -p no:cacheprovider ${GPU_TESTS:-tests/test_gpu.py tests/test_train_fast.py} > "$OUT/pytest_gpu.log" 2>&1; tail -n 15 "$OUT/pytest_gpu.log" ;;
   enginestart) # the gpu-smoke study's first engine started twice, each in a new process, stacks sampled every second:
          # cold (no compile caches: a new machine), then warm (the caches the first left); engine_start.json names the seconds
-         python3 benchmarks/device/engine_start.py --out "$OUT/engine_start.json" > "$OUT/engine_start.log" 2>&1
+         # ENGINE_STARTS="cold": only the first (a new machine's start, to see what it says while it compiles)
+         python3 benchmarks/device/engine_start.py --starts ${ENGINE_STARTS:-cold warm plain} --out "$OUT/engine_start.json" > "$OUT/engine_start.log" 2>&1
          grep "^==\|^   " "$OUT/engine_start.log" | head -n 50 ;;
   tiny) kernel; python3 benchmarks/gpu_pipeline.py run configs/tiny-vllm.yaml --out "$OUT/gpu_pipeline_tiny.json" > "$OUT/tiny.log" 2>&1; tail -n 25 "$OUT/tiny.log"
         cp outputs/tiny-vllm/report/summary.json "$OUT/tiny_vllm_summary.json" 2>/dev/null
