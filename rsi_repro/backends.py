@@ -23,7 +23,7 @@ __all__ = ['BACKENDS', 'ModelRef', 'Decode', 'Completion', 'register_backend', '
            'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'plain_decoding', 'sampler',
            'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len',
            'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'unit_name', 'most_written',
-           'said_every', 'VLLMBackend']
+           'unfinished_builds', 'said_every', 'VLLMBackend']
 
 # %% ../nbs/03a_backends.ipynb #c005
 @dataclass(frozen=True)
@@ -391,6 +391,16 @@ def most_written(files: list[Path], top: int = 3) -> str:
     "The commonest units among `files`, with their counts."
     return ', '.join(f"{name} x{n}" for name, n in Counter(map(unit_name, files)).most_common(top))
 
+def _mtime(path: Path) -> float:
+    try: return path.stat().st_mtime
+    except OSError: return float('-inf')               # written and removed between the listing and the stat
+
+def unfinished_builds(files: list[Path]) -> list[str]:
+    "The ops among `files` whose JIT build began (their build.ninja) and whose shared object is not yet written."
+    return [unit_name(f) for f in files if f.name == 'build.ninja'
+            and not any(_mtime(so) >= _mtime(f) for so in f.parent.glob('*.so'))]
+
+# %% ../nbs/03a_backends.ipynb #c014v
 @contextmanager
 def said_every(what: str, every: float = 10.0, say: Callable[[str], None] | None = None, caches: dict | None = None):
     """While the block runs, say every `every` s how long `what` has taken, what the compilers wrote since it began, and
@@ -403,13 +413,14 @@ def said_every(what: str, every: float = 10.0, say: Callable[[str], None] | None
             now = time.time()
             counts = ', '.join(f"{len(new_files(d, pat, since))} {name}" for name, (d, pat) in caches.items())
             latest = most_written([f for d, pat in caches.values() for f in new_files(d, pat, last)])
+            building = unfinished_builds([f for d, pat in caches.values() for f in new_files(d, pat, since)])
             say(f"rsi-repro: {what}: {time.monotonic() - t0:.0f} s so far; since it began, {counts}; "
-                + (f"in the last {every:g} s: {latest}" if latest else f"nothing compiled in the last {every:g} s"))
+                + (f"in the last {every:g} s: {latest}" if latest else f"nothing compiled in the last {every:g} s")
+                + (f"; still building: {', '.join(building)}" if building else ''))
             last = now
     beating = threading.Thread(target=beat, daemon=True, name='rsi-repro-said-every'); beating.start()
     try: yield
     finally: stop.set(); beating.join()
-
 
 # %% ../nbs/03a_backends.ipynb #c014c
 @register_backend('vllm')
