@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 NB_WORKERS ?= 2
 DATA_PACKAGES := $(shell sed -n 's/^data_requirements = //p' settings.ini)
 
-.PHONY: install install-gpu demo docs docs-check results test test-nbs test-py test-core core-env core-run test-study export clean-outputs bench
+.PHONY: install install-gpu demo docs docs-check results test test-nbs test-py test-core core-wheel core-env core-run test-study export clean-outputs bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -83,12 +83,20 @@ CORE_NBS := 00a_io 00b_typed 00c_evals 00_config 00g_profile_sections 00d_layout
 empty :=
 space := $(empty) $(empty)
 CORE_VENV = .venv-core-$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-test-core: core-env core-run
+CORE_WHEELS := .core-wheel
+test-core: core-wheel core-env core-run
 
-# the venv alone (pip's editable install writes the project's metadata in place, so CI makes these one after another)
+# The project built once as a wheel, which every core venv installs (not editable: an editable install writes the
+# project's metadata into the source tree, so venvs made from it side by side would write over each other).
+core-wheel:
+	@rm -rf $(CORE_WHEELS) && $(PYTHON) -m pip wheel -q --no-deps -w $(CORE_WHEELS) .
+
+# the venv alone, from the wheel core-wheel built (CI makes the Pythons' side by side); the wheel is put in again even at
+# the same version, so a venv made before an edit tests the edited code
 core-env:
-	@v=$(CORE_VENV) && { test -x $$v/bin/python || $(PYTHON) -m venv $$v; } && \
-	$$v/bin/python -m pip install -q --upgrade pip && $$v/bin/python -m pip install -q -e ".[core-test]"
+	@v=$(CORE_VENV) && w=$$(ls $(CORE_WHEELS)/rsi_repro-*.whl) && { test -x $$v/bin/python || $(PYTHON) -m venv $$v; } && \
+	$$v/bin/python -m pip install -q --upgrade pip && $$v/bin/python -m pip install -q "$$w[core-test]" && \
+	$$v/bin/python -m pip install -q --no-deps --force-reinstall "$$w"
 
 # the tests alone, in the venv core-env made (CI runs the Pythons' side by side)
 core-run:
