@@ -69,9 +69,10 @@ test-py: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not gpu and not study" tests
 
 # The demo's own result pinned on the demo run (the repair helps, the grid disagrees, the double mix is two draws):
-# a run small enough for `make test` cannot show them. Runs the demo first (a no-op when it is current).
+# a run small enough for `make test` cannot show them. Runs the demo first (a no-op when it is current); two workers,
+# the stage notebooks run by hand (each reusing the demo's work) spread over both
 test-study: demo
-	$(VENV)/bin/pytest -q -m study tests
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m study tests
 
 # The model-free core (checker, langdetect, statistics, pools, promotion, card audit) on another Python, in a venv of
 # its own without the ML stack: make test-core PYTHON=~/.pyenv/versions/3.12.1/bin/python3.12 (CI runs it for each
