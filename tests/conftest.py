@@ -5,7 +5,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DURATIONS = ROOT / 'benchmarks' / 'results' / 'pytest_durations.json'   # each file's seconds in the last measured run
 SHARED_RUN = ('test_pipeline.py', 'test_pipeline_folder.py', 'test_run_trust.py')   # the files that read finished_run below
-PER_TEST = ('test_stage_notebooks.py',)     # files whose tests share no fixture: each test goes to whichever worker is free
+PER_TEST = ('test_stage_notebooks.py',)     # in the study run (-m study), each of its tests goes to whichever worker is free
 os.environ.setdefault('HF_HUB_OFFLINE', '1')
 os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
 os.environ.setdefault('HF_DATASETS_OFFLINE', '1')
@@ -31,10 +31,13 @@ def pytest_xdist_make_scheduler(config, log):
     # xdist reorders scopes by their number of tests unless told not to, which put the real model's 4-test file (the
     # slowest scope) last: a 2-core run then ended with one worker on it alone for ~9 minutes
     config.option.loadscopereorder = False
+    study = (config.option.markexpr or '').strip() == 'study'
     class ScopeScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid):
             file = nodeid.split('::', 1)[0]
-            return nodeid if Path(file).name in PER_TEST else _scope(file)
+            # make test-study's stage notebooks run by hand are most of its time and share no fixture; the full suite
+            # keeps whole files, as its slowest-first order was measured
+            return nodeid if study and Path(file).name in PER_TEST else _scope(file)
     return ScopeScheduling(config, log)
 
 def pytest_collection_modifyitems(config, items):
