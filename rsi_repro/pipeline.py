@@ -58,6 +58,7 @@ def local_kernel_manager(run_dir: Path | None = None) -> type:
     import uuid
     from jupyter_client.manager import AsyncKernelManager
     from jupyter_core.paths import jupyter_runtime_dir
+    from rsi_repro.warm_kernels import warm_command
     prefix = kernel_prefix(run_dir)
     class LocalKernelManager(AsyncKernelManager):
         transport = 'ipc'
@@ -67,6 +68,8 @@ def local_kernel_manager(run_dir: Path | None = None) -> type:
             # jupyter's default socket name is relative: the sockets would land in whatever folder the runner was started in
             name = f"{prefix}-{uuid.uuid4().hex[:12]}"
             self.ip, self.connection_file = str(runtime / name), str(runtime / f"{name}.json")
+        def format_kernel_cmd(self, extra_arguments=None):      # a warm kernel where one can serve (`rsi_repro.warm_kernels`)
+            return warm_command(super().format_kernel_cmd(extra_arguments))
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             await super()._async_launch_kernel(kernel_cmd, **kw)
             KERNELS.append(self.provisioner.process)

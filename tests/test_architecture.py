@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("models", ("bases", "backends", "engines", "generate", "tiny", "train_setup", "train_batches", "train_run", "train", "rejection", "soups")),
     ("evaluation", ("evaluate", "eval_report")),
     ("stages", ("recipes", "read_stages", "eval_plan", "run_view")),
-    ("runner", ("stage_keys", "stage_folders", "pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
+    ("runner", ("stage_keys", "stage_folders", "warm_kernels", "pipeline", "front_page", "report", "workload", "estimate", "scaling", "profile_init", "cli")),
 ]
 # Below the stages, a profile is read only by its own modules and by the run folder's layout; every other module takes
 # what a stage resolved from it (a section, a path, a `ModelRef`, an `EvalPlan`, a `RunView`). PENDING: functions that
