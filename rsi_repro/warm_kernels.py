@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 # %% auto #0
 __all__ = ['WARM_ENV', 'PRELOAD', 'PER_CALL', 'SOCKET_ENV', 'REFUSED', 'IDLE_SECONDS', 'LIMITS', 'imports_see', 'server_key',
-           'cold_because', 'socket_path', 'connect_or_start', 'kernel', 'preload', 'serve', 'main', 'warm_command']
+           'cold_because', 'socket_path', 'connect_or_start', 'kernel', 'preload', 'warm_command', 'serve', 'main']
 
 # %% ../nbs/90c_warm_kernels.ipynb #w005
 WARM_ENV = 'RSI_REPRO_WARM_KERNELS'         # '0': every stage's kernel starts cold, as jupyter starts it
@@ -208,6 +208,14 @@ def preload(names: Sequence[str] = PRELOAD) -> str | None:
     others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     return f"Python threads running after importing {', '.join(names)}: {', '.join(others)}" if others else None
 
+# %% ../nbs/90c_warm_kernels.ipynb #w020
+def warm_command(cmd: Sequence[str], env: Mapping[str, str] = os.environ) -> list[str]:
+    "jupyter's kernel command with this module in place of `ipykernel_launcher`, unless a cold kernel is wanted (`cold_because`)."
+    cmd = list(cmd)
+    if cold_because(env) and not env.get(SOCKET_ENV): return cmd
+    at = next((i for i in range(len(cmd) - 1) if cmd[i:i + 2] == ['-m', 'ipykernel_launcher']), None)
+    return cmd if at is None else [*cmd[:at], '-m', 'rsi_repro.warm_kernels', *cmd[at + 2:]]
+
 # %% ../nbs/90c_warm_kernels.ipynb #w019
 def serve(path: Path, idle: float = IDLE_SECONDS, names: Sequence[str] = PRELOAD) -> None:
     "Fork a kernel for each caller at `path` until idle; see the section above."
@@ -260,11 +268,3 @@ def main(argv: Sequence[str]) -> None:
 # %% ../nbs/90c_warm_kernels.ipynb #w0m
 #| eval: false
 if __name__ == '__main__': main(sys.argv[1:])
-
-# %% ../nbs/90c_warm_kernels.ipynb #w020
-def warm_command(cmd: Sequence[str], env: Mapping[str, str] = os.environ) -> list[str]:
-    "jupyter's kernel command with this module in place of `ipykernel_launcher`, unless a cold kernel is wanted (`cold_because`)."
-    cmd = list(cmd)
-    if cold_because(env) and not env.get(SOCKET_ENV): return cmd
-    at = next((i for i in range(len(cmd) - 1) if cmd[i:i + 2] == ['-m', 'ipykernel_launcher']), None)
-    return cmd if at is None else [*cmd[:at], '-m', 'rsi_repro.warm_kernels', *cmd[at + 2:]]
