@@ -7,7 +7,9 @@ with the seconds since the start. The summary counts, per function of vLLM, Trit
 in which it was on a busy thread's stack (inclusive) and on top of it (self): so a silent stretch of the log is named.
 Starts run one after another, each in a process of its own: `cold` with the compile caches moved aside (Triton's,
 FlashInfer's, vLLM's and inductor's: the first engine of a run on a new machine), then `warm` (the caches the first left
-on disk, in a new process: a later run), then `plain` (warm, not sampled: what the sampling costs).
+on disk, in a new process: a later run), then `plain` (warm, not sampled: what the sampling costs). Any other label
+starts with the caches as they are: `carried` names the first start on a new machine that was given the caches another
+machine's first start left (gpu_study.sh `caches`, carried in as .triton_cache.tgz and .flashinfer_cache.tgz).
 
     python3 benchmarks/device/engine_start.py --out $OUT/engine_start.json [--starts cold warm] [--every 1]
 """

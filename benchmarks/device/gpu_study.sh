@@ -51,7 +51,7 @@ wait)  [ -f /tmp/study.lanes/all ] || { echo "no lanes were started on this mach
        # a file comes back only under 16 MiB: a larger study.tgz comes back in pieces (cat study.tgz.part-* > study.tgz)
        if [ "$(stat -c %s "${OUT:-/tmp/out}/study.tgz")" -gt 15728640 ]; then
          split -b 15M "${OUT:-/tmp/out}/study.tgz" "${OUT:-/tmp/out}/study.tgz.part-" && rm "${OUT:-/tmp/out}/study.tgz"; fi
-       for c in triton_cache flashinfer_cache; do [ -f /tmp/$c.tgz ] && cp /tmp/$c.tgz "${OUT:-/tmp/out}/"; done
+       for c in triton_cache flashinfer_cache inductor_cache; do [ -f /tmp/$c.tgz ] && cp /tmp/$c.tgz "${OUT:-/tmp/out}/"; done
        # each finished stage of the real model's run, with its seconds (the lanes' logs below end mid-stage)
        [ -f outputs/smollm2/run_times.jsonl ] && grep -h '"stage"' outputs/smollm2/run_times.jsonl | sed 's/^{"run_began": "[^"]*", /  /'
        while read -r lane; do
@@ -65,6 +65,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 [ -f .triton_cache.tgz ] && [ ! -d ~/.triton/cache ] && mkdir -p ~/.triton && tar -xzf .triton_cache.tgz -C ~/.triton
 [ -f .flashinfer_cache.tgz ] && [ ! -d ~/.cache/flashinfer ] && mkdir -p ~/.cache && tar -xzf .flashinfer_cache.tgz -C ~/.cache
+[ -f .inductor_cache.tgz ] && [ ! -d /tmp/torchinductor_${USER:-root} ] && tar -xzf .inductor_cache.tgz -C /tmp
 # the kernels extra (liger-kernel, for optim.kernels: liger and the trl-* speed variants): carry .kernel_wheels (pip download
 # --no-deps 'liger-kernel>=0.8.5,<0.9' -d .kernel_wheels); it installs apart from /tmp/site, which it does not change
 [ -d .kernel_wheels ] && [ ! -d /tmp/kernel_site ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/kernel_site .kernel_wheels/*.whl
@@ -152,7 +153,8 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
              --out "$OUT/train_speed.json" --tag "$(printf '%s ' "${envs[@]}" | grep -o 'PYTORCH_CUDA_ALLOC_CONF=[^ ]*' || true)" > "$log" 2>&1; tail -n 4 "$log"
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
-          tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz ;;
+          tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz
+          [ -d /tmp/torchinductor_${USER:-root} ] && tar -czf /tmp/inductor_cache.tgz -C /tmp torchinductor_${USER:-root} && ls -la /tmp/inductor_cache.tgz ;;
   *) echo "usage: $0 wheels|base|smoke|resume|killrun|ckptcost|tests|enginestart|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
   esac
 done
