@@ -204,8 +204,9 @@ def preload(names: Sequence[str] = PRELOAD) -> str | None:
     its settings read the caller's `JPY_*` variables when it is imported. OpenMP's workers, which torch starts when it
     is imported with more than one thread, are started again by libgomp in a forked child; a Python thread is not."""
     import importlib.util, threading
-    names = [n for n in names if importlib.util.find_spec(n) is not None]     # a venv without the ML stack has less to import
-    if not names: return "none of the libraries to import first is installed"
+    installed = [n for n in names if importlib.util.find_spec(n) is not None]   # a venv without the ML stack has less to import
+    if names and not installed: return "none of the libraries to import first is installed"
+    names = installed
     for name in names: __import__(name)
     others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
     return f"Python threads running after importing {', '.join(names)}: {', '.join(others)}" if others else None
