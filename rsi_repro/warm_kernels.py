@@ -4,7 +4,7 @@
 
 # %% ../nbs/90c_warm_kernels.ipynb #w002
 from __future__ import annotations
-import array, atexit, fcntl, hashlib, json, os, resource, select, signal, socket, subprocess, sys, time
+import array, atexit, fcntl, hashlib, json, os, resource, select, signal, socket, subprocess, sys, threading, time
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -138,11 +138,15 @@ def kernel(argv: Sequence[str], path: Path | None = None) -> None:
     _send(sock, _request(argv), [0, 1, 2])
     started, _ = _receive(sock)
     if started is None: _cold(argv, "the warm kernel process closed before forking (it was ending)")
-    child = started['pid']
+    child, runner = started['pid'], os.getppid()
     def forward(sig, _frame):
         try: os.killpg(child, sig)
         except ProcessLookupError: pass
     for sig in _FORWARDED: signal.signal(sig, forward)
+    def orphaned():        # what ipykernel's own parent poller does: a kernel whose runner died (killed) ends too
+        while os.getppid() == runner: time.sleep(0.5)
+        forward(signal.SIGKILL, None); os._exit(1)
+    threading.Thread(target=orphaned, daemon=True).start()
     ended, _ = _receive(sock)
     if ended is None:      # the warm process died: its child must not outlive the kernel jupyter holds
         forward(signal.SIGKILL, None)
