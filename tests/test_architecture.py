@@ -226,6 +226,13 @@ def test_data_scoring_and_tables_import_without_the_ml_stack():
     assert _import_blocked(present, ML_STACK) == "ok"
 
 
+def test_a_stage_imports_no_nltk_until_it_scores_text():
+    "Importing NLTK takes about a second (most of NLTK, and SciPy's statistics); every stage kernel imports the recipes."
+    assert _import_blocked(["recipes", "eval_plan", "eval_report", "pipeline", "ifeval", "ifeval_checks"], ("nltk",)) == "ok"
+    from rsi_repro.ifeval_checks import count_sentences, count_words, word_tokenize
+    assert (count_sentences("One. Two."), count_words("a b"), word_tokenize("Hi there.")) == (2, 2, ['Hi', 'there', '.'])
+
+
 def test_the_blocker_blocks():
     "A module that needs pandas at import fails under the blocker, so a pass above means something."
     assert "evaluate: blocked import of pandas" in _import_blocked(["evaluate"], ("pandas",))
