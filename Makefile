@@ -67,11 +67,12 @@ test-nbs: $(STAMP)
 # Two pytest-xdist workers of one torch thread each: tests/conftest.py hands each worker whole test files (their module
 # fixtures build runs in fixed folders), the slowest first by benchmarks/results/pytest_durations.json
 PYTEST_WORKERS ?= 2
-# Cold stage kernels here (RSI_REPRO_WARM_KERNELS=0): with warm ones this suite took 1,595 s where cold ones took 936 to
-# 1,062 s on the same 2-core machine (2026-12-06), though the demo's stages ran faster warm (513 s against 575 s); the
-# warm path itself is tested by nbs/90c_warm_kernels and nbs/90_pipeline
+# Stage kernels forked warm (rsi_repro.warm_kernels), as a user's run has them: on the same 2-core machine five tests on
+# copies of the shared small run took 153 s warm against 183 s cold back to back, and the whole suite 917 s warm
+# (2026-12-06); the 1,595 s warm of one fresh-clone CI run came with its demo 28 % slower than the same code's two
+# hours before (that machine's pace that hour)
 test-py: $(STAMP)
-	RSI_REPRO_WARM_KERNELS=0 OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not gpu and not study" tests
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n $(PYTEST_WORKERS) -m "not gpu and not study" tests
 
 # The demo's own result pinned on the demo run (the repair helps, the grid disagrees, the double mix is two draws):
 # a run small enough for `make test` cannot show them. Runs the demo first (a no-op when it is current); two workers,

@@ -14,7 +14,9 @@ __all__ = ['WARM_ENV', 'PRELOAD', 'PER_CALL', 'SOCKET_ENV', 'REFUSED', 'IDLE_SEC
 
 # %% ../nbs/90c_warm_kernels.ipynb #w005
 WARM_ENV = 'RSI_REPRO_WARM_KERNELS'         # '0': every stage's kernel starts cold, as jupyter starts it
-PRELOAD = ('torch', 'transformers', 'peft', 'trl')   # what a model stage imports first, and what costs seconds
+# what a model stage imports first, and what costs seconds; pandas too, which every stage's tables use. Not matplotlib
+# (nor seaborn, which imports it): it reads the caller's folder's matplotlibrc and its backend when it is imported
+PRELOAD = ('torch', 'transformers', 'peft', 'trl', 'pandas')
 # read only by the study's code (imported after the fork) or set per call by pytest and jupyter: not in the key
 PER_CALL = ('RSI_REPRO_', 'PYTEST_', 'JPY_')
 SOCKET_ENV = 'RSI_REPRO_WARM_SOCKET'     # a warm process of the caller's choosing (the tests below start their own)
