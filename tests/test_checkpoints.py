@@ -61,14 +61,26 @@ def data(tmp_path_factory):
     return {'sft': d / 'sft.npz', 'dpo': d / 'pairs.jsonl'}
 
 
+@pytest.fixture(scope='module')
+def uninterrupted(data, tmp_path_factory):
+    "Each kind's uninterrupted run, made once for the tests that compare a resumed run with it."
+    made = {}
+    def get(kind: str) -> Path:
+        if kind not in made:
+            out = tmp_path_factory.mktemp(f'whole-{kind}') / 'adapter'
+            r = drive(kind, data[kind], out); assert r.returncode == 0, r.stderr[-3000:]
+            made[kind] = out
+        return made[kind]
+    return get
+
+
 def weights(adapter: Path) -> dict: return load_file(adapter / 'adapter_model.safetensors')
 def losses(adapter: Path) -> list: return [(r['step'], r['loss']) for r in json.loads((adapter / 'log_history.json').read_text()) if 'loss' in r]
 
 
 @pytest.mark.parametrize('kind', ['sft', 'dpo'])
-def test_a_run_killed_between_steps_resumes_to_the_uninterrupted_adapter(kind, data, tmp_path):
-    whole, cut = tmp_path / 'whole', tmp_path / 'cut'
-    r = drive(kind, data[kind], whole); assert r.returncode == 0, r.stderr[-3000:]
+def test_a_run_killed_between_steps_resumes_to_the_uninterrupted_adapter(kind, data, uninterrupted, tmp_path):
+    whole, cut = uninterrupted(kind), tmp_path / 'cut'
     r = drive(kind, data[kind], cut, kill=5)
     assert r.returncode == -signal.SIGKILL
     assert sorted(p.name for p in cut.glob('checkpoint-*')) == ['checkpoint-2', 'checkpoint-4']   # the last two kept
@@ -84,9 +96,8 @@ def test_a_run_killed_between_steps_resumes_to_the_uninterrupted_adapter(kind, d
     assert not list(cut.glob('checkpoint-*')) and not (cut / '.progress.json').exists()        # the adapter is what ships
 
 
-def test_a_run_killed_during_a_save_resumes_from_the_checkpoint_before(data, tmp_path):
-    whole, cut = tmp_path / 'whole', tmp_path / 'cut'
-    assert drive('sft', data['sft'], whole).returncode == 0
+def test_a_run_killed_during_a_save_resumes_from_the_checkpoint_before(data, uninterrupted, tmp_path):
+    whole, cut = uninterrupted('sft'), tmp_path / 'cut'
     assert drive('sft', data['sft'], cut, kill=6, in_save=True).returncode == -signal.SIGKILL
     assert (cut / 'checkpoint-6').is_dir() and not (cut / 'checkpoint-6' / '.complete').exists()   # written, never marked
     r = drive('sft', data['sft'], cut); assert r.returncode == 0, r.stderr[-3000:]
