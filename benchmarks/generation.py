@@ -141,7 +141,9 @@ def run_backend(a) -> dict:
         kw = vllm_engine_args(ModelRef(str(folder), dtype='bfloat16'), serving)
         backend.llm = LLM(**kw, load_format='dummy', skip_tokenizer_init=True, seed=0)
         engine = {'engine_args': {k: v for k, v in kw.items() if k != 'model'}, 'load_format': 'dummy',
-                  'VLLM_BATCH_INVARIANT': os.environ.get('VLLM_BATCH_INVARIANT')}
+                  'VLLM_BATCH_INVARIANT': os.environ.get('VLLM_BATCH_INVARIANT'),
+                  # a folder of fused-MoE kernel configs vLLM reads before its own (none: the configs its wheel ships)
+                  'VLLM_TUNED_CONFIG_FOLDER': os.environ.get('VLLM_TUNED_CONFIG_FOLDER')}
     repeats = a.repeats
     if a.backend == 'hf':      # transformers compiles nothing: one untimed short batch warms it, then one run per batch size
         from rsi_repro.generate import Decode
