@@ -17,7 +17,7 @@
 #   bash benchmarks/device/gpu_study.sh tests    # pytest -m gpu (alone: beside the smollm2 lane on an 80 GB card its engines
 #                                                # found too little free memory to start, 2026-12-05)
 #   bash benchmarks/device/gpu_study.sh decode   # the real model's evaluation decode under several engine layouts (decode_engines.py)
-#   bash benchmarks/device/gpu_study.sh moeconfig  # the 30B layout's vLLM decode with the default fused-MoE config, then the H100's
+#   bash benchmarks/device/gpu_study.sh moeconfig  # the 30B layout's vLLM decode with the default fused-MoE config, then the H100's tuned one
 #   bash benchmarks/device/gpu_study.sh enginestart  # where the first vLLM engine's start goes (engine_start.py: cold, then warm)
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
@@ -91,17 +91,22 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
   killrun) kernel; python3 benchmarks/gpu_pipeline.py killrun configs/gpu-smoke.yaml --stage sft --compare --log "$OUT/killrun_rerun.log" \
              --out "$OUT/gpu_pipeline_killrun.json" > "$OUT/killrun.log" 2>&1; tail -n 40 "$OUT/killrun.log" | grep -v "^\[IPKernelApp\]" ;;
   moeconfig) # the 30B layout's decode (generation.py, vLLM, random weights) with vLLM's default fused-MoE kernel config, then
-             # with the config vLLM's wheel ships for E=128,N=1856 on the H100 (the same GH100 chip) named for this GPU: the
-             # wheel has none for that shape on an H200 in bf16, so vLLM warns "Using default MoE config" there
+             # with the config vLLM's wheel ships for E=128,N=1856 on the H100. The wheel has none for that shape on an H200 in
+             # bf16 (vLLM warns "Using default MoE config" there): on an H200 the second run reads the H100's (the same GH100
+             # chip) from VLLM_TUNED_CONFIG_FOLDER; on an H100 the first run hides the shipped one for its length
      gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
-     tuned=/tmp/moe_configs; mkdir -p $tuned
-     cp "/tmp/site/vllm/model_executor/layers/fused_moe/configs/E=128,N=1856,device_name=NVIDIA_H100_80GB_HBM3.json" "$tuned/E=128,N=1856,device_name=$gpu.json"
-     for v in default h100_config; do
-       if [ $v = h100_config ]; then export VLLM_TUNED_CONFIG_FOLDER=$tuned; else unset VLLM_TUNED_CONFIG_FOLDER; fi
+     configs=/tmp/site/vllm/model_executor/layers/fused_moe/configs; h100="$configs/E=128,N=1856,device_name=NVIDIA_H100_80GB_HBM3.json"
+     own="$configs/E=128,N=1856,device_name=$gpu.json"; tuned=/tmp/moe_configs; mkdir -p $tuned
+     for v in default tuned; do
+       unset VLLM_TUNED_CONFIG_FOLDER
+       if [ $v = default ] && [ -f "$own" ]; then mv "$own" "$own.hidden"; fi
+       if [ $v = tuned ]; then [ -f "$own.hidden" ] && mv "$own.hidden" "$own"
+         [ -f "$own" ] || { cp "$h100" "$tuned/$(basename "$own")"; export VLLM_TUNED_CONFIG_FOLDER=$tuned; }; fi
        python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant \
          --batches 64 256 --repeats 3 --backend-timeout 420 --out "$OUT/generation_nemotron-h-31b_moe_$v.json" > "$OUT/moe_$v.log" 2>&1
-       echo "== $v"; grep -h "MoE config\|fused_moe.py" "$OUT/moe_$v.log" | cut -c1-240 | sort -u | head -n 4; tail -n 4 "$OUT/moe_$v.log"
-     done ;;
+       echo "== $v on $gpu"; grep -h "MoE config\|fused_moe.py" "$OUT/moe_$v.log" | cut -c1-240 | sort -u | head -n 4; tail -n 4 "$OUT/moe_$v.log"
+     done
+     [ -f "$own.hidden" ] && mv "$own.hidden" "$own" ;;
   ckptcost) python3 benchmarks/checkpoint_cost.py --shape nemotron-h-31b --steps 9 --every 2 --out "$OUT/checkpoint_cost.json" > "$OUT/ckptcost.log" 2>&1
             tail -n 30 "$OUT/ckptcost.log"; df -h /tmp | tail -n 1 ;;
   decode) # the evaluation's decode on the real model: engines x KV cache x batch limit, side by side (DECODE_VARIANTS), with
