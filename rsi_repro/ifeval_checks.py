@@ -13,8 +13,8 @@ from .langdetect_exact import detect_many
 
 
 # %% auto #0
-__all__ = ['RELATIONS', 'LANGUAGE_CODES', 'punkt_parameters', 'sentence_tokenizer', 'write_punkt_tab', 'punkt_root',
-           'count_sentences', 'count_words', 'word_tokenize', 'detect_languages', 'detect_language',
+__all__ = ['RELATIONS', 'LANGUAGE_CODES', 'punkt_parameters', 'sentence_tokenizer', 'count_sentences', 'count_words',
+           'word_tokenize', 'write_punkt_tab', 'punkt_root', 'detect_languages', 'detect_language',
            'clear_language_cache', 'IFEvalArgError', 'UnknownInstructionError', 'capital_word_bounds',
            'keywords_existence', 'keywords_frequency', 'keywords_forbidden_words', 'keywords_letter_frequency',
            'language_response_language', 'length_number_sentences', 'length_number_paragraphs', 'length_number_words',
@@ -43,28 +43,6 @@ def sentence_tokenizer():
     from nltk.tokenize.punkt import PunktSentenceTokenizer
     return PunktSentenceTokenizer(punkt_parameters())
 
-def write_punkt_tab(root: str | Path) -> Path:
-    "Write `root/tokenizers/punkt_tab/english/` (NLTK's punkt_tab layout); add `root` to `nltk.data.path` to use it."
-    from nltk.tabdata import TabEncoder
-    p, enc = punkt_parameters(), TabEncoder()
-    d = Path(root) / "tokenizers" / "punkt_tab" / "english"
-    d.mkdir(parents=True, exist_ok=True)
-    files = {"collocations.tab": enc.tups2tab(sorted(p.collocations)),
-             "sent_starters.txt": enc.set2txt(sorted(p.sent_starters)),
-             "abbrev_types.txt": enc.set2txt(sorted(p.abbrev_types)),
-             "ortho_context.tab": enc.ivdict2tab(dict(sorted(p.ortho_context.items())))}
-    for name, text in files.items(): (d / name).write_text(text + "\n", encoding="utf-8")
-    return Path(root)
-
-@functools.lru_cache(maxsize=None)
-def punkt_root() -> Path:
-    "This process's punkt_tab folder: written on first use, removed when the process exits, a pool's worker process too."
-    from multiprocessing.util import Finalize
-    root = write_punkt_tab(tempfile.mkdtemp(prefix="rsi_repro_nltk_"))
-    # a multiprocessing finalizer, not atexit: it also runs when a pool's worker exits, and a forked child does not inherit it
-    Finalize(None, shutil.rmtree, args=(str(root),), kwargs={'ignore_errors': True}, exitpriority=0)
-    return root
-
 @functools.lru_cache(maxsize=None)
 def _word_tokenizer():
     from nltk.tokenize.destructive import NLTKWordTokenizer
@@ -88,6 +66,29 @@ def count_words(text: str) -> int:
 def word_tokenize(text: str) -> list[str]:
     "`nltk.word_tokenize(text)`: Punkt sentences, then the Treebank tokenizer."
     return [t for s in sentence_tokenizer().tokenize(text) for t in _word_tokenizer().tokenize(s)]
+
+# %% ../nbs/11a_ifeval_checks.ipynb #c005b
+def write_punkt_tab(root: str | Path) -> Path:
+    "Write `root/tokenizers/punkt_tab/english/` (NLTK's punkt_tab layout); add `root` to `nltk.data.path` to use it."
+    from nltk.tabdata import TabEncoder
+    p, enc = punkt_parameters(), TabEncoder()
+    d = Path(root) / "tokenizers" / "punkt_tab" / "english"
+    d.mkdir(parents=True, exist_ok=True)
+    files = {"collocations.tab": enc.tups2tab(sorted(p.collocations)),
+             "sent_starters.txt": enc.set2txt(sorted(p.sent_starters)),
+             "abbrev_types.txt": enc.set2txt(sorted(p.abbrev_types)),
+             "ortho_context.tab": enc.ivdict2tab(dict(sorted(p.ortho_context.items())))}
+    for name, text in files.items(): (d / name).write_text(text + "\n", encoding="utf-8")
+    return Path(root)
+
+@functools.lru_cache(maxsize=None)
+def punkt_root() -> Path:
+    "This process's punkt_tab folder: written on first use, removed when the process exits, a pool's worker process too."
+    from multiprocessing.util import Finalize
+    root = write_punkt_tab(tempfile.mkdtemp(prefix="rsi_repro_nltk_"))
+    # a multiprocessing finalizer, not atexit: it also runs when a pool's worker exits, and a forked child does not inherit it
+    Finalize(None, shutil.rmtree, args=(str(root),), kwargs={'ignore_errors': True}, exitpriority=0)
+    return root
 
 # %% ../nbs/11a_ifeval_checks.ipynb #c008
 DetectorFactory.seed = 0  # the reference's own langdetect calls (reference_scorer) use the same seed
