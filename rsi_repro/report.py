@@ -16,9 +16,9 @@ from .pipeline import local_kernel_manager, rerecord, run_lock
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden',
            'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
-           'notebook_html', 'render_pages', 'build_site', 'docs', 'main', 'html_table', 'copy_source', 'guard_block',
-           'grid_heatmap', 'one_se_block', 'source_href', 'override_block', 'pair_read_tally', 'judgement_section',
-           'eval_reads_section', 'through_soup_section', 'summary_page']
+           'html_body', 'notebook_html', 'render_pages', 'build_site', 'docs', 'main', 'html_table', 'copy_source',
+           'guard_block', 'grid_heatmap', 'one_se_block', 'source_href', 'override_block', 'pair_read_tally',
+           'judgement_section', 'eval_reads_section', 'through_soup_section', 'summary_page']
 
 # %% ../nbs/92_report.ipynb #c003s
 from .front_page import (
@@ -241,13 +241,24 @@ def add_alt(text: str, alts: list[str]) -> str:
         return f"<img alt=\"{html.escape(next(it, 'Figure'), quote=True)}\"" + tag[4:]
     return re.sub(r'<img\b[^>]*>', one, text)
 
+def html_body(nb) -> str:
+    "nbconvert's `basic` HTML of a notebook: `HTMLExporter` without its BeautifulSoup pass over the rendered page."
+    from nbconvert import HTMLExporter
+    from nbconvert.exporters.templateexporter import TemplateExporter
+    from nbconvert.filters.highlight import Highlight2HTML
+    from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+    ex = HTMLExporter(template_name='basic')
+    lang = nb.metadata.get('language_info', {})
+    resources = ex._init_resources(None)
+    ex.register_filter('highlight_code', Highlight2HTML(pygments_lexer=lang.get('pygments_lexer', lang.get('name')), parent=ex))
+    ex.register_filter('filter_data_type', WidgetsDataTypeFilter(notebook_metadata=ex._nb_metadata, parent=ex, resources=resources))
+    return TemplateExporter.from_notebook_node(ex, nb, resources)[0]
+
 def notebook_html(nb_path: Path | None, out_path: Path, title: str, depth: int = 1, nb=None, root: str | Path | None = None) -> None:
     "Render one notebook (cleaned for readers) to a standalone offline HTML page with the site's navigation."
     import nbformat
-    from nbconvert import HTMLExporter
     nb = clean_notebook(nb if nb is not None else nbformat.read(str(nb_path), as_version=4), root)
-    body, _ = HTMLExporter(template_name='basic').from_notebook_node(nb)
-    body = add_alt(offline(body), _alt_texts(nb, title))
+    body = add_alt(offline(html_body(nb)), _alt_texts(nb, title))
     body = body.replace('<blockquote>\n<p><strong>Note.</strong>', '<blockquote class=note>\n<p><strong>Note.</strong>')
     atomic_write_text(out_path, page(title, f"<h1 class=muted>{html.escape(title)}</h1>\n{body}", depth))
 
