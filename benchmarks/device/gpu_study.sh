@@ -18,6 +18,8 @@
 #                                                # found too little free memory to start, 2026-12-05)
 #   bash benchmarks/device/gpu_study.sh decode   # the real model's evaluation decode under several engine layouts (decode_engines.py)
 #   bash benchmarks/device/gpu_study.sh moeconfig  # the 30B layout's vLLM decode with the default fused-MoE config, then the H100's tuned one
+#   bash benchmarks/device/gpu_study.sh moetune  # the fused-MoE config tuned on this GPU for the 30B layout's decode (moe_tune.py),
+#                                                # then its vLLM decode with the default config and with the tuned ones
 #   bash benchmarks/device/gpu_study.sh enginestart  # where the first vLLM engine's start goes (engine_start.py: cold, then warm)
 #   bash benchmarks/device/gpu_study.sh tiny     # the tiny profile with vLLM serving (configs/tiny-vllm.yaml)
 #   bash benchmarks/device/gpu_study.sh estimate # rsi-repro estimate of the nemotron profile, with the gpu-smoke run's lengths
@@ -107,6 +109,34 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
        echo "== $v on $gpu"; grep -h "MoE config\|fused_moe.py" "$OUT/moe_$v.log" | cut -c1-240 | sort -u | head -n 4; tail -n 4 "$OUT/moe_$v.log"
      done
      [ -f "$own.hidden" ] && mv "$own.hidden" "$own" ;;
+  moetune) # vLLM's fused-MoE kernel config tuned on this GPU for the 30B layout at its decode sizes (moe_tune.py: M = 64 and
+           # 256 tokens, each timed with two routings of the tokens: `uniform`, a trained router's spread, and `engine`, every
+           # token to the same 6 experts, as the dummy-weight engine of generation.py routes them), then the layout's decode
+           # (generation.py, as in moeconfig) back to back with vLLM's default config (on an H100 the file vLLM ships for this
+           # shape hidden for the run; on an H200 there is none), with the engine-tuned file and with the uniform-tuned file
+           # (VLLM_TUNED_CONFIG_FOLDER; MOETUNE_RUNS picks the runs, MOETUNE_ARGS adds moe_tune.py arguments). Each engine's
+           # MoE config line from its log says which config it used.
+     gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
+     short=$(echo "$gpu" | grep -o 'H[0-9]00' | head -n 1 | tr H h); short=${short:-$gpu}
+     own="/tmp/site/vllm/model_executor/layers/fused_moe/configs/E=128,N=1856,device_name=$gpu.json"
+     python3 benchmarks/device/moe_tune.py --out-dir "$OUT/moetune" ${MOETUNE_ARGS:-} > "$OUT/moetune.log" 2>&1; tail -n 10 "$OUT/moetune.log"
+     for v in ${MOETUNE_RUNS:-default tuned_engine tuned}; do
+       unset VLLM_TUNED_CONFIG_FOLDER
+       case $v in
+         default) [ -f "$own" ] && mv "$own" "$own.hidden" ;;
+         tuned) export VLLM_TUNED_CONFIG_FOLDER=$OUT/moetune/moe_tuned ;;
+         tuned_engine) export VLLM_TUNED_CONFIG_FOLDER=$OUT/moetune/moe_tuned_engine ;;
+       esac
+       if [ -n "${VLLM_TUNED_CONFIG_FOLDER:-}" ] && ! ls "$VLLM_TUNED_CONFIG_FOLDER"/*.json > /dev/null 2>&1; then
+         echo "== $v on $gpu: no config file in $VLLM_TUNED_CONFIG_FOLDER (the tuner failed?); skipped"; continue; fi
+       log="$OUT/moe_${v}_$short.log"
+       python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant --batches 64 256 --repeats 3 \
+         --backend-timeout 420 --out "$OUT/generation_nemotron-h-31b_moe_${v}_$short.json" > "$log" 2>&1
+       [ -f "$own.hidden" ] && mv "$own.hidden" "$own"
+       echo "== $v on $gpu (VLLM_TUNED_CONFIG_FOLDER=${VLLM_TUNED_CONFIG_FOLDER:-unset})"
+       grep -h "Using configuration from\|Using default MoE config" "$log" | cut -c1-300 | sort -u | head -n 4
+       grep -h "tok/s" "$log" | tail -n 6
+     done; unset VLLM_TUNED_CONFIG_FOLDER ;;
   ckptcost) python3 benchmarks/checkpoint_cost.py --shape nemotron-h-31b --steps 9 --every 2 --out "$OUT/checkpoint_cost.json" > "$OUT/ckptcost.log" 2>&1
             tail -n 30 "$OUT/ckptcost.log"; df -h /tmp | tail -n 1 ;;
   decode) # the evaluation's decode on the real model: engines x KV cache x batch limit, side by side (DECODE_VARIANTS), with
@@ -173,7 +203,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
           tar -czf /tmp/flashinfer_cache.tgz -C ~/.cache flashinfer vllm && ls -la /tmp/flashinfer_cache.tgz
           [ -d /tmp/torchinductor_${USER:-root} ] && tar -czf /tmp/inductor_cache.tgz -C /tmp torchinductor_${USER:-root} && ls -la /tmp/inductor_cache.tgz ;;
-  *) echo "usage: $0 wheels|base|smoke|resume|killrun|ckptcost|tests|enginestart|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
+  *) echo "usage: $0 wheels|base|smoke|resume|killrun|moeconfig|moetune|ckptcost|tests|enginestart|tiny|estimate|speed|smollm2|smollm2_files|caches ..." >&2; exit 2 ;;
   esac
 done
 nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv
