@@ -4,7 +4,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DURATIONS = ROOT / 'benchmarks' / 'results' / 'pytest_durations.json'   # each file's seconds in the last measured run
-SHARED_RUN = ('test_pipeline.py', 'test_pipeline_folder.py', 'test_run_trust.py')   # the files that read finished_run below
+SHARED_RUN = ('test_pipeline.py', 'test_pipeline_folder.py', 'test_run_trust.py', 'test_recompute.py')   # the files that read finished_run below
 PER_TEST = ('test_stage_notebooks.py',)     # in the study run (-m study), each of its tests goes to whichever worker is free
 os.environ.setdefault('HF_HUB_OFFLINE', '1')
 os.environ.setdefault('TRANSFORMERS_OFFLINE', '1')
