@@ -70,7 +70,9 @@ test-nbs: $(STAMP)
 	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers $(NB_WORKERS) --do_print
 
 # Two pytest-xdist workers of one torch thread each: tests/conftest.py hands each worker whole test files (their module
-# fixtures build runs in fixed folders), the slowest first by benchmarks/results/pytest_durations.json
+# fixtures build runs in fixed folders), the slowest first by benchmarks/results/pytest_durations.json. Not three: the
+# suite keeps two cores busy (idle 0-1 % sampled through a run), and three workers took 767 s where two took 654 s and 725 s in
+# the same fresh clone (2026-12-06)
 PYTEST_WORKERS ?= 2
 # Stage kernels forked warm (rsi_repro.warm_kernels), as a user's run has them: on the same 2-core machine five tests on
 # copies of the shared small run took 153 s warm against 183 s cold back to back, and the whole suite 917 s warm

@@ -32,14 +32,21 @@ def project(small_profile, finished_run, tmp_path):
     return copy_project(finished_run, tmp_path / 'project')
 
 
-def snapshot(root: Path) -> dict:
-    "Every file and folder under `root`: content digest and mode (a symlink by its target)."
+def snapshot(root: Path, skip=lambda rel: False) -> dict:
+    """Every file and folder under `root` but those `skip` names by their relative path (and what is under them): content
+    digest and mode (a symlink by its target). A file another process removes as this reads is left out, so it differs
+    from a snapshot that had it; a skipped one is never opened (a runner at work renames its temporary files away)."""
     out = {}
-    for p in sorted(root.rglob('*')):
-        rel = p.relative_to(root).as_posix()
-        if p.is_symlink(): out[rel] = ('link', os.readlink(p))
-        elif p.is_file(): out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mode & 0o777)
-        else: out[rel] = ('dir', p.stat().st_mode & 0o777)
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            p = Path(folder) / name; rel = p.relative_to(root).as_posix()
+            if skip(rel): continue
+            try:
+                if p.is_symlink(): out[rel] = ('link', os.readlink(p))
+                elif p.is_file(): out[rel] = (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mode & 0o777)
+                else: out[rel] = ('dir', p.stat().st_mode & 0o777)
+            except FileNotFoundError: pass
+        dirs[:] = [d for d in dirs if not skip((Path(folder) / d).relative_to(root).as_posix())]
     return out
 
 
@@ -161,10 +168,10 @@ def test_a_second_runner_is_refused_in_one_line_and_changes_nothing(project):
             time.sleep(0.1)
         assert lock.exists(), first.communicate(timeout=600)
         ours = lambda k: 'eval_arms' in k or k.endswith(('.lock', 'run_times.jsonl'))   # what the first runner writes as it goes
-        before = {k: v for k, v in snapshot(project).items() if not ours(k)}
+        before = snapshot(project, skip=ours)
         line = refused(cli(project, 'run', PROFILE), f"{RUN.as_posix()} is in use: a runner (pid {first.pid} on {socket.gethostname()}")
         assert 'holds its lock' in line
-        assert {k: v for k, v in snapshot(project).items() if not ours(k)} == before
+        assert snapshot(project, skip=ours) == before
     finally:
         out, err = first.communicate(timeout=600)
     assert first.returncode == 0, err[-3000:]
