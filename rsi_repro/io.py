@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['PROJECT_MARK', 'DISK_FULL', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'find_root', 'portable', 'from_root',
-           'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text',
+__all__ = ['PROJECT_MARK', 'DISK_FULL', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'FIT_CACHE_ENV', 'find_root', 'portable',
+           'from_root', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text',
            'publishable', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files',
            'package_versions', 'library_root', 'library_sha256', 'package_data', 'MissingPackageFile', 'package_path',
            'resolve_path', 'timed', 'environment']
@@ -208,6 +208,7 @@ def resolve_path(path: str | Path,        # as a profile writes it
 
 # %% ../nbs/00a_io.ipynb #c005u
 TIMINGS_ENV = 'RSI_REPRO_TIMINGS'
+FIT_CACHE_ENV = 'RSI_REPRO_FIT_CACHE'   # the folder of a run's measured micro-batch splits (`train_batches.shared_fit`)
 
 @contextmanager
 def timed(part: str, **what):

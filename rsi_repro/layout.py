@@ -13,7 +13,7 @@ from .profile_sections import SOUP_PREFIX
 from .io import read_json
 
 # %% auto #0
-__all__ = ['MANIFEST', 'RUN_TIMES', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE',
+__all__ = ['MANIFEST', 'FITS', 'RUN_TIMES', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FILE', 'ADAPTER', 'EVIDENCE', 'POOLS_STAGE',
            'PREREGISTER_STAGE', 'EVAL_STAGES', 'DECIDE_STAGE', 'GRID_STAGE', 'READ_STAGES', 'MATH_PROBLEMS',
            'BLIND_SHEET', 'BLIND_KEY', 'SOUP_TABLES', 'SAFETY_SHEETS', 'BLIND_SHEETS', 'stage_dir_of', 'stage_dirs_of',
            'pool_path', 'seal_path', 'decision_path', 'judgement_path', 'grid_table_path', 'stage_adapter',
@@ -24,6 +24,7 @@ __all__ = ['MANIFEST', 'RUN_TIMES', 'SEAL_FILE', 'DECISION_FILE', 'JUDGEMENT_FIL
 
 # %% ../nbs/00d_layout.ipynb #c005
 MANIFEST = 'manifest.json'              # beside every stage's artifacts (rsi_repro.pipeline)
+FITS = '.fits'                          # the run folder's measured micro-batch splits, one file a shape (train_batches.shared_fit)
 RUN_TIMES = 'run_times.jsonl'           # the run folder's log of every stage a run reached: status and wall seconds
 SEAL_FILE = 'promotion.seal.json'       # the sealed promotion rule (rsi_repro.preregister)
 DECISION_FILE = 'decision.json'         # the sealed rule's verdict, and a person's override beside it (the decide stage)

@@ -13,8 +13,8 @@ from typing import Optional, Sequence
 
 from .compute import compute_environment, launch_plan
 from .config import Profile, Stage, load_profile
-from .layout import MANIFEST, RUN_TIMES, SEAL_FILE
-from .io import DISK_FULL, atomic_write_text, environment, package_versions, portable, sha256_file, sha256_json, timed
+from .layout import FITS, MANIFEST, RUN_TIMES, SEAL_FILE
+from .io import DISK_FULL, FIT_CACHE_ENV, atomic_write_text, environment, package_versions, portable, sha256_file, sha256_json, timed
 from .manifests import content_sha256, output_hashes, read_manifest, with_hashes
 from .stage_keys import (ALWAYS, KEY_SCHEME, MARKER, PLANS, PROFILE_FILE, REFUSALS, RUNNER_PARAMS, SERVES, STAGE_READS,
                                   USED, WATCH_MARK, Reads, StageFailed, StageResult, check_params, data_identities, data_paths,
@@ -278,8 +278,9 @@ def run_stage(profile: Profile, stage: Stage, force: bool = False, arms: Sequenc
     (stage_dir / REFUSALS).unlink(missing_ok=True)
     started, t0 = datetime.now(timezone.utc), time.time()
     # the stage's kernel only: no progress bars or library chatter in the notebook it leaves, and the GPUs (or CPU
-    # processes) its training and generation may use, and the run's engines; the caller's environment is left as it was
-    with environment({**QUIET_ENV, **compute_environment(profile.compute)}):
+    # processes) its training and generation may use, the run's engines, and the run's folder of measured micro-batch
+    # splits (every training job of the run takes a fit of its shape from there); the caller's environment is left as it was
+    with environment({**QUIET_ENV, **compute_environment(profile.compute), FIT_CACHE_ENV: str(run_dir.resolve() / FITS)}):
         with environment(engines.environment(stage) if engines else {}):
             _run_notebook(profile, stage, stage_dir, parameters, carried, nb_out, shown)
     seconds = round(time.time() - t0, 2)

@@ -43,7 +43,7 @@ from .train_setup import (COMPILE_REGIONS, Diverged, LEAN_EXPERTS, LIGER_LAYERS,
                                    use_varlen_attention, varlen_attention)
 from .train_batches import (FIT_MARGIN, FIT_MEMORY_FRACTION, RESERVED_FRACTION, SPLIT_NOISE,
                                      StepGroupedSampler, TokenCount, _row_lengths, choose_split, count_trained,
-                                     fallback_splits, fit_key, fit_lengths, fit_split, fits_memory, gpu_identity,
+                                     fallback_splits, fit_key, fit_lengths, fit_shape_key, fit_split, fits_memory, gpu_identity,
                                      heaviest_micro_batch, memory_mark, memory_since, reserved_memory_held,
                                      resolve_split, second_pass_seconds, shared_fit, step_timer, train_falling_back,
                                      train_retrying, trainer_class)
@@ -104,8 +104,9 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
             return trainer
         fit = None
         if split is None:
-            split, fit = shared_fit(fit_key('sft', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
-                                    lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, steps if steps is not None else optim.steps))
+            run_steps = steps if steps is not None else optim.steps
+            key = fit_shape_key('sft', args, lengths, optim, run_seed, run_steps, gpu_identity()) if optim.micro_batch_fit else None
+            split, fit = shared_fit(key, tag, lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, run_steps))
         if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
         def train(trainer, s: Split, retries: list):
             for cb in callbacks: trainer.add_callback(cb)
@@ -186,9 +187,11 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
         make = dpo_trainer_factory(net, tok, optim, beta=beta, nll_weight=nll_weight, lr=lr, report_to=report_to, shared_reference=shared is not None)
         fit = None
         if split is None:
-            split, fit = shared_fit(fit_key('dpo', args, gpu_identity()) if optim.micro_batch_fit else None, tag,
-                                    lambda: resolve_split(make, net, lambda: processed_pairs(make, data, optim), optim, optim.seed,
-                                                          steps if steps is not None else optim.steps))
+            run_steps, gpu = steps if steps is not None else optim.steps, gpu_identity() if optim.micro_batch_fit else None
+            rows = processed_pairs(make, data, optim) if gpu is not None else None   # the key reads the kept pairs' lengths
+            key = fit_shape_key('dpo', args, rows[1], optim, optim.seed, run_steps, gpu) if rows is not None else None
+            split, fit = shared_fit(key, tag, lambda: resolve_split(make, net, lambda: rows or processed_pairs(make, data, optim),
+                                                                    optim, optim.seed, run_steps))
         if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
         extra = {'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft'], **reference_evidence(reference),
                  **({'fit': fit} if fit else {})}

@@ -4,21 +4,23 @@
 
 # %% ../nbs/31b_train_batches.ipynb #tb02
 from __future__ import annotations
-import math, os, time
+import json, math, os, sys, time
+from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Optional, Sequence
 
 from .config import Optim
 from .generate import adapter_identity
-from .io import sha256_file, sha256_json, timed
+from .io import FIT_CACHE_ENV, atomic_write_text, sha256_file, sha256_json, timed
 from .train_setup import Split
 
 # %% auto #0
-__all__ = ['SPLIT_NOISE', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'TokenCount', 'count_trained',
-           'StepGroupedSampler', 'trainer_class', 'choose_split', 'fits_memory', 'reserved_memory_held', 'memory_mark',
-           'memory_since', 'step_timer', 'heaviest_micro_batch', 'fit_lengths', 'second_pass_seconds', 'fit_split',
-           'resolve_split', 'gpu_identity', 'fit_key', 'shared_fit', 'fallback_splits', 'train_retrying',
+__all__ = ['SPLIT_NOISE', 'FIT_MEMORY_FRACTION', 'FIT_MARGIN', 'RESERVED_FRACTION', 'SCHEDULE_ONLY', 'TokenCount',
+           'count_trained', 'StepGroupedSampler', 'trainer_class', 'choose_split', 'fits_memory',
+           'reserved_memory_held', 'memory_mark', 'memory_since', 'step_timer', 'heaviest_micro_batch', 'fit_lengths',
+           'fit_epochs', 'second_pass_seconds', 'fit_split', 'resolve_split', 'gpu_identity', 'fit_key',
+           'heaviest_shapes', 'adapter_settings', 'fit_shape_key', 'shared_fit', 'fallback_splits', 'train_retrying',
            'train_falling_back']
 
 # %% ../nbs/31b_train_batches.ipynb #c010
@@ -237,6 +239,12 @@ def _restore(net, snap, base, forward):
     if forward is None: base.__dict__.pop('forward', None)
     else: base.forward = forward
 
+# %% ../nbs/31b_train_batches.ipynb #g005e
+def fit_epochs(optim: Optim, rows: int, steps: int | None) -> int:
+    "The passes over the rows a run makes (at most 64: where the heaviest micro-batch is looked for)."
+    n = math.ceil(steps * optim.micro_batch * optim.grad_accum / rows) if steps is not None else math.ceil(optim.epochs or 1)
+    return max(1, min(n, 64))
+
 # %% ../nbs/31b_train_batches.ipynb #g005
 def second_pass_seconds(seconds: Sequence[float]) -> float:
     """Seconds per step of the second half of a probe that trained the same steps' rows twice: every shape in it has run
@@ -256,8 +264,7 @@ def fit_split(make,                 # (split, steps, dataset, out_dir, sequentia
     import gc, tempfile, torch
     effective = optim.micro_batch * optim.grad_accum
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-    n_epochs = math.ceil(steps * effective / len(lengths)) if steps is not None else math.ceil(optim.epochs or 1)
-    n_epochs = max(1, min(n_epochs, 64))
+    n_epochs = fit_epochs(optim, len(lengths), steps)
     time_rows = _run_order(lengths, effective, seed, optim.length_grouping, 1)[:2 * effective]
     base = net.get_base_model() if hasattr(net, 'get_base_model') else net
     forward = base.__dict__.get('forward')   # TRL's fused LM head patches it per trainer; accelerate's autocast wrapper
@@ -312,7 +319,7 @@ def resolve_split(make, net,
     return fit_split(make, net, *rows(), optim, seed, steps)
 
 # %% ../nbs/31b_train_batches.ipynb #g007f
-_FITS: dict[str, dict] = {}    # the splits this process measured, by `fit_key`
+_FITS: dict[str, dict] = {}    # the splits this process measured (or read from the run's folder), by key
 
 def gpu_identity() -> list | None:
     "The GPU a fit in this process measures (its name and memory), or None without one."
@@ -335,19 +342,73 @@ def fit_key(kind: str,          # 'sft' or 'dpo'
                         'lora': args['lora'], 'optim': optim, 'seed': args.get('seed'), 'steps': args.get('steps'),
                         'nll_weight': args.get('nll_weight'), 'shared_reference': bool(args.get('reference')), 'gpu': gpu})
 
+# %% ../nbs/31b_train_batches.ipynb #g007h
+def heaviest_shapes(lengths: Sequence[int], optim: Optim, seed: int, steps: int | None) -> dict[str, list[int]]:
+    """For each micro-batch `choose_split` may try, the shape of the heaviest one the run meets: [rows, the longest
+    padded as the collator pads], or [1, its tokens] padding-free."""
+    effective, epochs = optim.micro_batch * optim.grad_accum, fit_epochs(optim, len(lengths), steps)
+    pad = lambda n: -(-n // optim.pad_to_multiple_of) * optim.pad_to_multiple_of
+    out = {}
+    for m in (d for d in range(effective, 0, -1) if effective % d == 0):
+        rows = [lengths[i] for i in heaviest_micro_batch(lengths, m, effective, seed, optim.length_grouping, optim.padding_free,
+                                                         epochs, known=optim.length_grouping or optim.padding_free)]
+        out[str(m)] = [1, sum(rows)] if optim.padding_free else [len(rows), pad(max(rows))]
+    return out
+
+SCHEDULE_ONLY = ('lr', 'seed', 'steps', 'epochs', 'warmup', 'schedule', 'min_lr_rate', 'weight_decay', 'max_grad_norm',
+                 'checkpoint_steps', 'checkpoint_minutes', 'checkpoints_kept')   # settings a step's memory and time do not read
+
+def adapter_settings(path: str | Path | None) -> dict | None:
+    "What a starting adapter adds to a step: its LoRA settings (adapter_config.json), not its weights or where its base lies."
+    if not path: return None
+    cfg = json.loads((Path(path) / 'adapter_config.json').read_text())
+    return {k: v for k, v in sorted(cfg.items()) if k not in ('base_model_name_or_path', 'revision', 'inference_mode')}
+
+def fit_shape_key(kind: str, args: dict, lengths: Sequence[int], optim: Optim, seed: int, steps: int | None, gpu) -> str | None:
+    """What a split measured by `fit_split` depends on, by shape (see above): shared by every job of a run of that shape
+    on that GPU. `args` as for `fit_key`; `lengths` the rows' `fit_lengths`; None without a GPU."""
+    if gpu is None: return None
+    step = {k: v for k, v in args['optim'].items() if k not in SCHEDULE_ONLY}
+    return sha256_json({'kind': kind, 'model': args['model'], 'architecture': args['architecture'], 'lora': args['lora'],
+                        'warm_start': adapter_settings(args.get('warm_start')), 'optim': step,
+                        'nll_weight': bool(args.get('nll_weight')), 'shared_reference': bool(args.get('reference')),
+                        'heaviest': heaviest_shapes(lengths, optim, seed, steps), 'gpu': gpu})
+
+# %% ../nbs/31b_train_batches.ipynb #g007c
+def _cached_fit(path: Path, key: str) -> dict | None:
+    "The fit another job of the run measured under `key`; None where none is, or where the file is not one (said)."
+    if not path.exists(): return None
+    try:
+        doc = json.loads(path.read_text())
+        if doc.get('key') != key: raise ValueError(f"it records the key {doc.get('key')!r}")
+        Split(**doc['split']); doc['fit']['candidates'], doc['fit']['seconds'], doc['tag']
+        return {k: doc[k] for k in ('split', 'fit', 'tag')}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        print(f"rsi-repro: {path}: not a fit this run can reuse ({type(e).__name__}: {e}); measuring again", file=sys.stderr)
+        return None
+
 def shared_fit(key: str | None, tag: str,
                measure,                # () -> (split, fit): `resolve_split`, or a fit in a launched process
+               cache: str | Path | None = None,   # a folder of the run's fits; default: the one $RSI_REPRO_FIT_CACHE names
                ) -> tuple[Split, dict | None]:
-    """`measure()` once per `key` in this process; a later run with that key takes the first one's split, its evidence
-    naming the run that measured it. A fit that measured nothing (no GPU, no fit asked for) is not kept."""
+    """`measure()` once per `key` in this process and in the run's fit folder; a later run with that key takes the first
+    one's split, its evidence naming the run that measured it. A fit that measured nothing (no GPU, no fit asked for) is
+    not kept."""
+    cache = cache if cache is not None else os.environ.get(FIT_CACHE_ENV)
+    path = Path(cache) / f"{key}.json" if key is not None and cache else None
+    if key is not None and key not in _FITS and path is not None and (found := _cached_fit(path, key)):
+        _FITS[key] = {**found, 'from': str(path)}
     if key is not None and key in _FITS:
         first = _FITS[key]
         return Split(**first['split']), {**first['fit'], 'seconds': 0.0, 'measured_by': first['tag'],
-                                         'measured_seconds': first['fit']['seconds']}
+                                         'measured_seconds': first['fit']['seconds'], **({'read_from': first['from']} if 'from' in first else {})}
     with timed('fit', run=tag): split, fit = measure()
-    if key is not None and fit and 'candidates' in fit: _FITS[key] = {'split': asdict(split), 'fit': dict(fit), 'tag': tag}
+    if key is not None and fit and 'candidates' in fit:
+        _FITS[key] = {'split': asdict(split), 'fit': dict(fit), 'tag': tag}
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps({'key': key, **_FITS[key]}, indent=1))
     return split, fit
-
 
 # %% ../nbs/31b_train_batches.ipynb #g009
 def fallback_splits(split: Split, checkpointing) -> list[Split]:

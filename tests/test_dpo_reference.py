@@ -167,3 +167,35 @@ def test_the_beta_lr_arms_measure_one_fit_and_another_rank_its_own(tmp_path, war
     assert (b['fit']['seconds'], b['fit']['measured_by'], b['fit']['measured_seconds'], b['fit']['candidates']) == (0.0, 'b010', 3.0, a['fit']['candidates'])
     c = arm('r8', 0.1, 1e-3, Lora(r=8, alpha=16))
     assert measured == [8, 8] and 'measured_by' not in c['fit']
+
+
+def test_a_later_job_of_the_run_takes_the_fit_of_its_shape_from_the_runs_folder(tmp_path, warm, monkeypatch):
+    """micro_batch_fit on a GPU, played on the CPU, across processes: a job measures its split and keeps it in the run's
+    fit folder ($RSI_REPRO_FIT_CACHE, which the pipeline sets for every stage); a job of another process (this process
+    with its own memory of fits cleared) with another seed, beta and learning rate on rows of the same shapes takes it
+    from there, its evidence saying so; rows of other shapes are measured again."""
+    import rsi_repro.train as train
+    import rsi_repro.train_batches as train_batches
+    from rsi_repro.io import FIT_CACHE_ENV
+    from rsi_repro.train import Split
+    measured = []
+    def fit(make, net, rows, optim, seed, steps):
+        measured.append(len(rows()[0]))
+        return Split(4, 1, False), {'candidates': [{'micro_batch': 4, 'grad_accum': 1}], 'seconds': 3.0}
+    monkeypatch.setattr(train, 'resolve_split', fit)
+    monkeypatch.setattr(train, 'gpu_identity', lambda: ['a GPU', 1])
+    monkeypatch.setattr(train_batches, '_FITS', {})
+    monkeypatch.setenv(FIT_CACHE_ENV, str(tmp_path / 'run' / '.fits'))
+    write_jsonl(tmp_path / 'pairs.jsonl', pairs(8)); write_jsonl(tmp_path / 'more.jsonl', pairs(12))
+    def job(name, pairs_file, seed, beta, lr):
+        train_batches._FITS.clear()                                  # a stage kernel of its own
+        return train.train_dpo(BASE, 'llama', tmp_path / pairs_file, Lora(r=4, alpha=8), opt(steps=1, seed=seed, micro_batch_fit=True),
+                               tmp_path / name, tag=name, beta=beta, nll_weight=1.0, warm_start=warm, lr=lr, report_to=[])
+    a = job('dpo', 'pairs.jsonl', 0, 0.1, 1e-3)
+    kept = sorted((tmp_path / 'run' / '.fits').iterdir())
+    assert measured == [8] and len(kept) == 1 and json.loads(kept[0].read_text())['tag'] == 'dpo'
+    b = job('arm', 'pairs.jsonl', 3, 0.3, 5e-4)
+    assert measured == [8] and (b['micro_batch'], b['grad_accum']) == (4, 1)
+    assert (b['fit']['seconds'], b['fit']['measured_by'], b['fit']['read_from']) == (0.0, 'dpo', str(kept[0]))
+    c = job('other rows', 'more.jsonl', 0, 0.1, 1e-3)
+    assert measured == [8, 12] and 'measured_by' not in c['fit'] and len(list((tmp_path / 'run' / '.fits').iterdir())) == 2
