@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 from .config import Profile, Stage, fingerprint
 from .typed import ProfileError, to_dict
-from .layout import (ADAPTER, BLIND_SHEETS, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
+from .layout import (ADAPTER, BLIND_SHEETS, FITS, MATH_PROBLEMS, SAFETY_SHEETS, SEAL_FILE, arm_adapter, dpo_arm_dir,
                               soup_parent_adapter)
 from .io import sha256_file, sha256_files
 from .manifests import read_manifest
@@ -317,6 +317,7 @@ def _open_guard(spec, refuse, note, busy, used):
         path = os.path.abspath(os.fsdecode(args[0]))
         writes = any(c in (args[1] if isinstance(args[1], str) else '') for c in 'wax+') or bool(
             (args[2] if isinstance(args[2], int) else 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+        if inside(path, spec['fits']): return       # the run's measured micro-batch splits: how a step is cut, shared by every stage
         if inside(path, spec['own']):
             for c in spec['carried']:
                 if c not in used and inside(path, [c]): used.add(c); note(spec['used'], c)
@@ -398,7 +399,7 @@ def watch_spec(profile: Profile, stage: Stage, stage_dir: Path, carried: Sequenc
     return {'stage': stage.name, 'notebook': f"nbs/stages/{stage.notebook}.ipynb", 'root': os.path.abspath(root),
             'stage_dir': os.path.abspath(stage_dir), 'always': list(ALWAYS), 'sections': list(reads.sections),
             'modules': list(library_modules(notebook_path(profile, stage))), 'own': _forms(stage_dir),
-            'run_dirs': _forms(profile.run_dir), 'upstream': upstream_stages(profile, stage, keyed=True),
+            'run_dirs': _forms(profile.run_dir), 'fits': _forms(Path(profile.run_dir) / FITS), 'upstream': upstream_stages(profile, stage, keyed=True),
             'library': os.path.realpath(os.path.dirname(__import__('rsi_repro').__file__)),
             'data': sorted({f for p in data_paths(profile, reads) for f in _forms(p)}),
             'checked': _forms(root / 'data') + _forms(root / 'nbs'),
