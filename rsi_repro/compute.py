@@ -17,8 +17,8 @@ from .typed import from_dict, to_dict
 
 # %% auto #0
 __all__ = ['COMPUTE_ENV', 'LAUNCHED_ENV', 'compute_settings', 'compute_environment', 'visible_gpus', 'launched', 'Processes',
-           'processes', 'rank_split', 'accelerate_config', 'launch_command', 'main', 'say_rank', 'LaunchFailed',
-           'last_error', 'run_launched', 'across_nodes', 'run_per_node', 'slurm_gpus', 'launch_plan']
+           'processes', 'rank_split', 'accelerate_config', 'rank_entry', 'launch_command', 'main', 'say_rank',
+           'LaunchFailed', 'last_error', 'run_launched', 'across_nodes', 'run_per_node', 'slurm_gpus', 'launch_plan']
 
 # %% ../nbs/00e_compute.ipynb #m005
 COMPUTE_ENV = 'RSI_REPRO_COMPUTE'    # the profile's compute section as JSON: the runner sets it in each stage's kernel
@@ -100,9 +100,16 @@ def accelerate_config(parallel: str, ranks: int, bf16: bool) -> dict:
             'fsdp_offload_params': False, 'fsdp_reshard_after_forward': True, 'fsdp_state_dict_type': 'FULL_STATE_DICT'})
     return cfg
 
+def rank_entry(call_file: str | Path, on_gpus: bool) -> list[str]:
+    """What each started process runs: `python -m rsi_repro.compute CALL`. On the CPU through `rsi_repro.warm_kernels
+    run`, a child of a process that imported torch, transformers, PEFT and TRL once (each rank spent ~4 s of a
+    2-core machine importing them); GPU ranks start cold, as CUDA cannot be used in a forked process."""
+    entry = ['-m', 'rsi_repro.compute', str(call_file)]
+    return entry if on_gpus else ['-m', 'rsi_repro.warm_kernels', 'run', *entry]
+
 def launch_command(procs: Processes, parallel: str, call_file: str | Path) -> list[str]:
     "The command starting `procs.count` ranks of the call file: torchrun, or accelerate (its config beside the file) for FSDP2."
-    entry = ['-m', 'rsi_repro.compute', str(call_file)]
+    entry = rank_entry(call_file, bool(procs.gpus))
     if parallel == 'fsdp2' and procs.gpus and procs.count > 1:
         config = Path(call_file).with_name('accelerate.yaml')
         return [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(config), *entry]
@@ -152,7 +159,7 @@ def run_launched(function: str,                  # 'module:function' every rank 
         if parallel == 'fsdp2' and procs.gpus:
             raise LaunchFailed(f"{what}: FSDP2 over {procs.nodes} nodes is not started here (accelerate needs each node's "
                                "machine rank on its command line); set the stage's optim.parallel: ddp")
-        entry = lambda nodes, i, call, rdzv: agent_command(nodes, procs.count, ['-m', 'rsi_repro.compute', str(call)], i, rdzv)
+        entry = lambda nodes, i, call, rdzv: agent_command(nodes, procs.count, rank_entry(call, bool(procs.gpus)), i, rdzv)
         return across_nodes(entry, function, args, procs, env, what, log_to, meet_in)
     with tempfile.TemporaryDirectory(prefix='rsi_repro_launch_') as tmp:
         call = Path(tmp) / 'call.json'
@@ -194,7 +201,7 @@ def run_per_node(function: str, args: dict, procs: Processes, what: str = 'the w
                  log_to: str | Path | None = None, meet_in: str | Path | None = None) -> None:
     "One process of `function(args)` on each of `procs.nodes` nodes, each using its node's devices; `LaunchFailed` if any fails."
     env = {**os.environ, **compute_settings().env}
-    entry = lambda nodes, i, call, rdzv: [sys.executable, '-m', 'rsi_repro.compute', str(call)]
+    entry = lambda nodes, i, call, rdzv: [sys.executable, *rank_entry(call, bool(procs.gpus))]
     across_nodes(entry, function, args, procs, env, what, log_to, meet_in)
 
 # %% ../nbs/00e_compute.ipynb #m023g

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 # %% auto #0
-__all__ = ['WARM_ENV', 'PRELOAD', 'PER_CALL', 'SOCKET_ENV', 'REFUSED', 'IDLE_SECONDS', 'LIMITS', 'imports_see', 'server_key',
-           'cold_because', 'socket_path', 'connect_or_start', 'kernel', 'preload', 'warm_command', 'serve', 'main']
+__all__ = ['WARM_ENV', 'PRELOAD', 'PER_CALL', 'LAUNCHER_VARS', 'SOCKET_ENV', 'REFUSED', 'IDLE_SECONDS', 'LIMITS', 'imports_see',
+           'server_key', 'cold_because', 'socket_path', 'connect_or_start', 'kernel', 'run_python', 'as_main',
+           'preload', 'warm_command', 'serve', 'main']
 
 # %% ../nbs/90c_warm_kernels.ipynb #w005
 WARM_ENV = 'RSI_REPRO_WARM_KERNELS'         # '0': every stage's kernel starts cold, as jupyter starts it
@@ -19,13 +20,20 @@ WARM_ENV = 'RSI_REPRO_WARM_KERNELS'         # '0': every stage's kernel starts c
 PRELOAD = ('torch', 'transformers', 'peft', 'trl', 'pandas')
 # read only by the study's code (imported after the fork) or set per call by pytest and jupyter: not in the key
 PER_CALL = ('RSI_REPRO_', 'PYTEST_', 'JPY_')
+# set for each process torchrun starts (its rank and rendezvous; read when a process group is made, after the fork),
+# and the scratch folder a loopback node gives its processes (the child forgets any folder tempfile chose before):
+# the ranks of a run share one warm process
+LAUNCHER_VARS = ('LOCAL_RANK', 'RANK', 'GROUP_RANK', 'ROLE_RANK', 'ROLE_NAME', 'LOCAL_WORLD_SIZE', 'WORLD_SIZE',
+                 'GROUP_WORLD_SIZE', 'ROLE_WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT', 'TORCHELASTIC_', 'TORCH_NCCL_ASYNC_ERROR_HANDLING',
+                 'TMPDIR')
 SOCKET_ENV = 'RSI_REPRO_WARM_SOCKET'     # a warm process of the caller's choosing (the tests below start their own)
 REFUSED = 'not serving: '                 # how a warm process that must not fork says so, first in its log
 IDLE_SECONDS = 120                        # a warm process with no kernel and no request this long exits
 
 def imports_see(env: Mapping[str, str]) -> dict:
-    "The environment the warm process's imports may read: all of it but the per-call variables."
-    return {k: v for k, v in sorted(env.items()) if not k.startswith(PER_CALL)}
+    "The environment the warm process's imports may read: all of it but the per-call variables and the launcher's."
+    return {k: v for k, v in sorted(env.items()) if not k.startswith(PER_CALL)
+            and not any(k == v_ or (v_.endswith('_') and k.startswith(v_)) for v_ in LAUNCHER_VARS)}
 
 def server_key(env: Mapping[str, str], executable: str = sys.executable) -> str:
     "What a warm process's imports depend on: the interpreter, the stamp of its package folders, this module, the environment."
@@ -59,10 +67,11 @@ LIMITS = [n for n in dir(resource) if n.startswith('RLIMIT_')]
 def _umask() -> int:
     mask = os.umask(0o22); os.umask(mask); return mask
 
-def _request(argv: Sequence[str]) -> dict:
-    "What a forked child needs to be the kernel this process would have been."
+def _request(argv: Sequence[str], run: bool = False) -> dict:
+    "What a forked child needs to be the kernel (or, `run`, the `python ARGV`) this process would have been."
     return {'argv': list(argv), 'env': dict(os.environ), 'cwd': os.getcwd(), 'path': sys.path, 'umask': _umask(),
-            'limits': {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS}}
+            'limits': {n: resource.getrlimit(getattr(resource, n)) for n in LIMITS}, 'run': run,
+            'unbuffered': bool(getattr(sys.stdout, 'write_through', False) or os.environ.get('PYTHONUNBUFFERED'))}   # python -u
 
 def _send(sock: socket.socket, doc: dict, fds: Sequence[int] = ()) -> None:
     body = json.dumps(doc).encode()
@@ -129,17 +138,28 @@ def _cold(argv: Sequence[str], why: str | None) -> None:
     if why: print(f"rsi-repro: a cold kernel: {why}", file=sys.stderr)
     os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher', *argv])
 
+def _cold_run(argv: Sequence[str], why: str | None) -> None:
+    if why: print(f"rsi-repro: a cold process: {why}", file=sys.stderr)
+    os.execv(sys.executable, [sys.executable, *argv])
+
 def kernel(argv: Sequence[str], path: Path | None = None) -> None:
     "Be the kernel jupyter asked for: a warm process's forked child, or the cold kernel in this same process."
+    _stand_in(_request(argv), path, lambda why: _cold(argv, why))
+
+def run_python(argv: Sequence[str], path: Path | None = None) -> None:
+    "Be `python ARGV` (`-m module ...`, `-c code ...` or `script ...`): a warm process's forked child, or that, cold."
+    _stand_in(_request(argv, run=True), path, lambda why: _cold_run(argv, why))
+
+def _stand_in(req: dict, path: Path | None, cold) -> None:
     if path is None and os.environ.get(SOCKET_ENV): path = Path(os.environ[SOCKET_ENV])
     if path is None:
-        if cold_because(os.environ): _cold(argv, None)      # as designed (GPU, not Linux, switched off): nothing to say
+        if cold_because(os.environ): cold(None)      # as designed (GPU, not Linux, switched off): nothing to say
         path = socket_path(os.environ)
     sock = connect_or_start(path)
-    if sock is None: _cold(argv, f"no warm kernel process could start ({path}.log says why)")
-    _send(sock, _request(argv), [0, 1, 2])
+    if sock is None: cold(f"no warm process could start ({path}.log says why)")
+    _send(sock, req, [0, 1, 2])
     started, _ = _receive(sock)
-    if started is None: _cold(argv, "the warm kernel process closed before forking (it was ending)")
+    if started is None: cold("the warm process closed before forking (it was ending)")
     child, runner = started['pid'], os.getppid()
     def forward(sig, _frame):
         try: os.killpg(child, sig)
@@ -152,8 +172,26 @@ def kernel(argv: Sequence[str], path: Path | None = None) -> None:
     ended, _ = _receive(sock)
     if ended is None:      # the warm process died: its child must not outlive the kernel jupyter holds
         forward(signal.SIGKILL, None)
-        print("rsi-repro: the warm kernel process died; its kernel was killed", file=sys.stderr); sys.exit(1)
+        print("rsi-repro: the warm process died; its child was killed", file=sys.stderr); sys.exit(1)
     _end_as(ended['status'])
+
+# %% ../nbs/90c_warm_kernels.ipynb #w015a
+def as_main(argv: Sequence[str]) -> None:
+    """Run `python ARGV` in this process, as the interpreter would: `-m module args`, `-c code args` or `script args`
+    (options before them, such as `-u`, as the stand-in already applied them)."""
+    import runpy
+    argv = list(argv)
+    while argv and argv[0].startswith('-') and argv[0] not in ('-m', '-c'): argv.pop(0)
+    if not argv: raise ValueError("rsi-repro: nothing to run (python -m MODULE, -c CODE or a script)")
+    if argv[0] == '-m':
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name='__main__', alter_sys=True)
+    elif argv[0] == '-c':
+        sys.argv = ['-c', *argv[2:]]
+        exec(compile(argv[1], '<string>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})
+    else:
+        sys.argv = list(argv); sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+        runpy.run_path(argv[0], run_name='__main__')
 
 # %% ../nbs/90c_warm_kernels.ipynb #w016
 def _drop_caller_path(path: list, cwd: str) -> list:
@@ -172,13 +210,20 @@ def _become_kernel(req: dict, fds: Sequence[int], inherited: Sequence[int]) -> N
     for name, limit in req['limits'].items():
         try: resource.setrlimit(getattr(resource, name), tuple(limit))
         except (ValueError, OSError): pass         # one above the warm process's hard limit stays at that limit
-    sys.path[:] = _drop_caller_path(req['path'], req['cwd'])
     for name in [m for m in sys.modules if m == 'rsi_repro' or m.startswith('rsi_repro.')]: del sys.modules[name]
-    import ipykernel_launcher
-    sys.argv, code = [ipykernel_launcher.__file__, *req['argv']], 0
+    import tempfile; tempfile.tempdir = None       # chosen again from this caller's TMPDIR
+    code = 0
     try:
-        from ipykernel import kernelapp
-        kernelapp.launch_new_instance()
+        if req.get('run'):
+            sys.path[:] = req['path']
+            if req.get('unbuffered'): [s.reconfigure(write_through=True) for s in (sys.stdout, sys.stderr)]
+            as_main(req['argv'])
+        else:
+            sys.path[:] = _drop_caller_path(req['path'], req['cwd'])
+            import ipykernel_launcher
+            from ipykernel import kernelapp
+            sys.argv = [ipykernel_launcher.__file__, *req['argv']]
+            kernelapp.launch_new_instance()
     except SystemExit as e: code = e.code if isinstance(e.code, int) else int(e.code is not None)
     except BaseException:
         import traceback; traceback.print_exc(); code = 1
@@ -270,8 +315,10 @@ def serve(path: Path, idle: float = IDLE_SECONDS, names: Sequence[str] = PRELOAD
     if path.exists() and os.stat(path).st_ino == inode: path.unlink()
 
 def main(argv: Sequence[str]) -> None:
-    "`python -m rsi_repro.warm_kernels -f CONNECTION_FILE` (a kernel) or `--serve SOCKET` (a warm process)."
+    """`python -m rsi_repro.warm_kernels -f CONNECTION_FILE` (a kernel), `run ARGV...` (`python ARGV`: a rank, a
+    node's process) or `--serve SOCKET` (a warm process)."""
     if argv[:1] == ['--serve']: serve(Path(argv[1]))
+    elif argv[:1] == ['run']: run_python(argv[1:])
     else: kernel(argv)
 
 # %% ../nbs/90c_warm_kernels.ipynb #w0m
