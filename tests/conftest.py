@@ -58,6 +58,12 @@ def pytest_collection_modifyitems(config, items):
 def root(): return ROOT
 
 
+# `python ARGV` as a child of the warm process (rsi_repro.warm_kernels: torch, transformers, PEFT and TRL imported once)
+# instead of a new interpreter importing them (~4 s of a 2-core machine each): the scripts below that kill themselves
+# part-way, as a crash or a pre-empted job does. Each is still a process of its own, ending as its script ends (its exit
+# status, or the signal that killed it); where a warm process cannot serve, it runs cold.
+WARM_PYTHON = [sys.executable, '-m', 'rsi_repro.warm_kernels', 'run']
+
 # The prelude of a generation script that SIGKILLs itself in the middle of shard number argv[3] (0: never),
 # while that shard's rows are being decoded: what a crash or a pre-empted job does to a long stage.
 DIE_MID_SHARD = """

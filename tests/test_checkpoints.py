@@ -1,12 +1,15 @@
 """Training that survives a kill: a tiny SFT run and a tiny DPO run are SIGKILLed part-way (between steps, and during a
 checkpoint's save), run again, and end with the adapter, the loss curve and the token counts of an uninterrupted run,
-bit for bit. Each run is a process of its own, killed as a preempted job is."""
+bit for bit. Each run is a process of its own (a child of the warm process: conftest.WARM_PYTHON), killed as a preempted
+job is."""
 import json, os, signal, subprocess, sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+
+from conftest import WARM_PYTHON
 
 from rsi_repro.config import Lora, Optim
 from rsi_repro.corpora import write_sft_mix
@@ -44,7 +47,7 @@ else: T.train_dpo(base, 'llama', data, Lora(r=4, alpha=8), optim, out, tag='t', 
 
 
 def drive(kind: str, data: Path, out: Path, kill: int = 0, in_save: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, '-c', DRIVER, kind, str(data), str(out), str(kill), '1' if in_save else '0'],
+    return subprocess.run([*WARM_PYTHON, '-c', DRIVER, kind, str(data), str(out), str(kill), '1' if in_save else '0'],
                           capture_output=True, text=True, timeout=600, env={**os.environ, 'OMP_NUM_THREADS': '1'})
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIE_MID_SHARD
+from conftest import DIE_MID_SHARD, WARM_PYTHON
 
 from rsi_repro.config import ProfileError, load_profile
 from rsi_repro.chat import PromptTooLong, render
@@ -101,18 +101,18 @@ generate(reqs, model_ref(p), replace(p.serving, shard_size=2, max_new_tokens=16)
 def test_generation_killed_part_way_resumes_with_every_row_once(tmp_path):
     out, script = tmp_path / 'shards', tmp_path / 'gen.py'
     script.write_text(KILL_SCRIPT)
-    killed = subprocess.run([sys.executable, str(script), str(TINY), str(out), '3'], cwd=ROOT)
+    killed = subprocess.run([*WARM_PYTHON, str(script), str(TINY), str(out), '3'], cwd=ROOT)
     assert killed.returncode == -signal.SIGKILL
     before = {s.name: s.read_bytes() for s in out.glob('plan-*/shard-*.jsonl')}
     assert sorted(before) == ['shard-00000.jsonl', 'shard-00001.jsonl']     # the shard in flight was lost, not half-written
     assert not list(out.glob('plan-*/.*.tmp'))
-    subprocess.run([sys.executable, str(script), str(TINY), str(out), '0'], cwd=ROOT, check=True)
+    subprocess.run([*WARM_PYTHON, str(script), str(TINY), str(out), '0'], cwd=ROOT, check=True)
     rows = [r for s in sorted(out.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]
     want = [r['id'] for r in read_jsonl(ROOT / 'data/prompts/serve.jsonl')]
     assert [r['id'] for r in rows] == want                                   # every row, exactly once, in order
     assert all((next(out.glob('plan-*')) / name).read_bytes() == data for name, data in before.items())   # finished shards kept as they were
     fresh = tmp_path / 'fresh'
-    subprocess.run([sys.executable, str(script), str(TINY), str(fresh), '0'], cwd=ROOT, check=True)
+    subprocess.run([*WARM_PYTHON, str(script), str(TINY), str(fresh), '0'], cwd=ROOT, check=True)
     assert rows == [r for s in sorted(fresh.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]   # same as an unbroken run
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import WARM_PYTHON
+
 from rsi_repro.compute import COMPUTE_ENV, compute_environment
 from rsi_repro.config import Compute, load_profile
 from rsi_repro.io import TIMINGS_ENV, environment, read_jsonl, sha256_file
@@ -121,15 +123,15 @@ def test_spread_generation_killed_part_way_resumes_losing_and_repeating_nothing(
     script, out, clean = tmp_path / 'gen.py', tmp_path / 'shards', tmp_path / 'clean'
     script.write_text(KILL_AFTER)
     env = {**os.environ, **compute_environment(Compute(cpu_processes=2))}
-    killed = subprocess.run([sys.executable, str(script), str(ROOT / 'configs/tiny.yaml'), str(out), '3'], cwd=ROOT, env=env)
+    killed = subprocess.run([*WARM_PYTHON, str(script), str(ROOT / 'configs/tiny.yaml'), str(out), '3'], cwd=ROOT, env=env)
     assert killed.returncode == -signal.SIGKILL
     before = {s.name: (s.stat().st_mtime_ns, sha256_file(s)) for s in out.glob('plan-*/shard-*.jsonl')}
     assert 3 <= len(before) < 8                                                  # some shards done, not all
-    done = subprocess.run([sys.executable, str(script), str(ROOT / 'configs/tiny.yaml'), str(out), '0'], cwd=ROOT, env=env)
+    done = subprocess.run([*WARM_PYTHON, str(script), str(ROOT / 'configs/tiny.yaml'), str(out), '0'], cwd=ROOT, env=env)
     assert done.returncode == 0
     after = {s.name: (s.stat().st_mtime_ns, sha256_file(s)) for s in out.glob('plan-*/shard-*.jsonl')}
     assert len(after) == 8 and all(after[k] == v for k, v in before.items())     # finished shards neither lost nor redone
-    one = subprocess.run([sys.executable, str(script), str(ROOT / 'configs/tiny.yaml'), str(clean), '0'], cwd=ROOT,
+    one = subprocess.run([*WARM_PYTHON, str(script), str(ROOT / 'configs/tiny.yaml'), str(clean), '0'], cwd=ROOT,
                          env={k: v for k, v in os.environ.items() if k != COMPUTE_ENV})
     assert one.returncode == 0
     rows = lambda d: [r for s in sorted(d.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]

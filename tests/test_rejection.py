@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import DIE_MID_SHARD
+from conftest import DIE_MID_SHARD, WARM_PYTHON
 
 from rsi_repro.config import Sampling, load_profile
 from rsi_repro.io import read_jsonl
@@ -33,15 +33,15 @@ sample_pool(pool, model_ref(p), replace(p.serving, shard_size=3), sampling, sys.
 def test_sampler_killed_part_way_loses_and_duplicates_nothing(tmp_path):
     script, pool_file, out = tmp_path / 'sample.py', tmp_path / 'pool.json', tmp_path / 'samples'
     script.write_text(SAMPLER); pool_file.write_text(json.dumps(POOL))
-    killed = subprocess.run([sys.executable, str(script), str(TINY), str(out), '3', str(pool_file)], cwd=ROOT)
+    killed = subprocess.run([*WARM_PYTHON, str(script), str(TINY), str(out), '3', str(pool_file)], cwd=ROOT)
     assert killed.returncode == -signal.SIGKILL
     assert sorted(p.name for p in out.glob('plan-*/shard-*.jsonl')) == ['shard-00000.jsonl', 'shard-00001.jsonl']
-    subprocess.run([sys.executable, str(script), str(TINY), str(out), '0', str(pool_file)], cwd=ROOT, check=True)
+    subprocess.run([*WARM_PYTHON, str(script), str(TINY), str(out), '0', str(pool_file)], cwd=ROOT, check=True)
     rows = [r for s in sorted(out.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]
     keys = [(r['id'], r['sample']) for r in rows]
     assert keys == [(p['id'], s) for p in POOL for s in range(3)]              # all 36 samples, each once, in order
     fresh = tmp_path / 'fresh'
-    subprocess.run([sys.executable, str(script), str(TINY), str(fresh), '0', str(pool_file)], cwd=ROOT, check=True)
+    subprocess.run([*WARM_PYTHON, str(script), str(TINY), str(fresh), '0', str(pool_file)], cwd=ROOT, check=True)
     assert rows == [r for s in sorted(fresh.glob('plan-*/shard-*.jsonl')) for r in read_jsonl(s)]   # the same draws as an unbroken run
 
 
