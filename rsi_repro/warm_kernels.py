@@ -178,16 +178,17 @@ def _stand_in(req: dict, path: Path | None, cold) -> None:
 # %% ../nbs/90c_warm_kernels.ipynb #w015a
 def as_main(argv: Sequence[str]) -> None:
     """Run `python ARGV` in this process, as the interpreter would: `-m module args`, `-c code args` or `script args`
-    (options before them, such as `-u`, as the stand-in already applied them)."""
+    (options before them, such as `-u`, as the stand-in already applied them), with what the interpreter puts first on
+    `sys.path` for each: the folder it runs in, '' or the script's folder."""
     import runpy
     argv = list(argv)
     while argv and argv[0].startswith('-') and argv[0] not in ('-m', '-c'): argv.pop(0)
     if not argv: raise ValueError("rsi-repro: nothing to run (python -m MODULE, -c CODE or a script)")
     if argv[0] == '-m':
-        sys.argv = [argv[1], *argv[2:]]
+        sys.argv = [argv[1], *argv[2:]]; sys.path.insert(0, os.getcwd())
         runpy.run_module(argv[1], run_name='__main__', alter_sys=True)
     elif argv[0] == '-c':
-        sys.argv = ['-c', *argv[2:]]
+        sys.argv = ['-c', *argv[2:]]; sys.path.insert(0, '')
         exec(compile(argv[1], '<string>', 'exec'), {'__name__': '__main__', '__builtins__': __builtins__})
     else:
         sys.argv = list(argv); sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
@@ -215,7 +216,7 @@ def _become_kernel(req: dict, fds: Sequence[int], inherited: Sequence[int]) -> N
     code = 0
     try:
         if req.get('run'):
-            sys.path[:] = req['path']
+            sys.path[:] = _drop_caller_path(req['path'], req['cwd'])    # as_main puts back what python ARGV would
             if req.get('unbuffered'): [s.reconfigure(write_through=True) for s in (sys.stdout, sys.stderr)]
             as_main(req['argv'])
         else:
