@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Iterable, Iterator, Optional
 
 # %% auto #0
-__all__ = ['PROJECT_MARK', 'DISK_FULL', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'FIT_CACHE_ENV', 'find_root', 'portable',
-           'from_root', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json', 'atomic_write_text',
-           'publishable', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json', 'sha256_file', 'sha256_files',
-           'package_versions', 'library_root', 'library_sha256', 'package_data', 'MissingPackageFile', 'package_path',
-           'resolve_path', 'timed', 'environment']
+__all__ = ['PROJECT_MARK', 'DISK_FULL', 'VERSIONED', 'PACKAGE_PREFIX', 'TIMINGS_ENV', 'FIT_CACHE_ENV', 'IRI_GRAMMAR', 'find_root',
+           'portable', 'from_root', 'DataError', 'utf8', 'iter_jsonl', 'read_jsonl', 'read_text', 'read_json',
+           'atomic_write_text', 'publishable', 'write_jsonl', 'canonical_json', 'sha256_text', 'sha256_json',
+           'sha256_file', 'sha256_files', 'package_versions', 'library_root', 'library_sha256', 'package_data',
+           'MissingPackageFile', 'package_path', 'resolve_path', 'timed', 'environment', 'defer_iri_grammar']
 
 # %% ../nbs/00a_io.ipynb #c005f
 PROJECT_MARK = 'settings.ini'     # the file that marks a project's root
@@ -236,3 +236,27 @@ def environment(changes: dict[str, str]):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+
+# %% ../nbs/00a_io.ipynb #c005z
+IRI_GRAMMAR = 'rfc3987_syntax'       # jupyter's jsonschema extra; its import builds a Lark parser
+
+def defer_iri_grammar() -> bool:
+    "Stand in a module for `IRI_GRAMMAR` that imports it on first use; True when the stand-in was put in place."
+    import importlib, importlib.util, sys, types
+    if IRI_GRAMMAR in sys.modules: return False
+    spec = importlib.util.find_spec(IRI_GRAMMAR)
+    if spec is None: return False
+    stand_in, loaded = types.ModuleType(IRI_GRAMMAR), []
+    def real():
+        if not loaded:
+            if sys.modules.get(IRI_GRAMMAR) is stand_in: del sys.modules[IRI_GRAMMAR]
+            loaded.append(importlib.import_module(IRI_GRAMMAR))
+        return loaded[0]
+    stand_in.__spec__, stand_in.__loader__, stand_in.__file__ = spec, spec.loader, spec.origin
+    stand_in.__path__ = spec.submodule_search_locations   # else `from ... import` asks __getattr__ for it, loading all
+    stand_in.is_valid_syntax = lambda term, value: real().is_valid_syntax(term, value)   # what jsonschema imports by name
+    stand_in.__getattr__ = lambda name: getattr(real(), name)                          # anything else loads it now
+    sys.modules[IRI_GRAMMAR] = stand_in
+    return True
+
+defer_iri_grammar()
