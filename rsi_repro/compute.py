@@ -16,9 +16,10 @@ from .nodes import agent_command, free_port, launch_lines, node_settings, run_no
 from .typed import from_dict, to_dict
 
 # %% auto #0
-__all__ = ['COMPUTE_ENV', 'LAUNCHED_ENV', 'compute_settings', 'compute_environment', 'visible_gpus', 'launched', 'Processes',
-           'processes', 'rank_split', 'accelerate_config', 'rank_entry', 'launch_command', 'main', 'say_rank',
-           'LaunchFailed', 'last_error', 'run_launched', 'across_nodes', 'run_per_node', 'slurm_gpus', 'launch_plan']
+__all__ = ['COMPUTE_ENV', 'LAUNCHED_ENV', 'compute_settings', 'compute_environment', 'built_for_gpus', 'torch_for_gpus',
+           'visible_gpus', 'launched', 'Processes', 'processes', 'rank_split', 'accelerate_config', 'rank_entry',
+           'launch_command', 'main', 'say_rank', 'LaunchFailed', 'last_error', 'run_launched', 'across_nodes',
+           'run_per_node', 'slurm_gpus', 'launch_plan']
 
 # %% ../nbs/00e_compute.ipynb #m005
 COMPUTE_ENV = 'RSI_REPRO_COMPUTE'    # the profile's compute section as JSON: the runner sets it in each stage's kernel
@@ -33,9 +34,26 @@ def compute_environment(compute: Compute) -> dict[str, str]:
     "The variables the runner exports to a stage's kernel: the profile's `env`, and the settings themselves."
     return {**compute.env, COMPUTE_ENV: json.dumps(to_dict(compute), sort_keys=True)}
 
+# %% ../nbs/00e_compute.ipynb #m007c
+def built_for_gpus(version_py: str) -> bool | None:
+    "From the text of torch's `version.py`: whether it was built for CUDA or ROCm GPUs (None: the text does not say)."
+    built = dict(re.findall(r"^(cuda|hip)\s*(?::[^=\n]*)?=\s*(.+?)\s*$", version_py, re.M))
+    return any(v != 'None' for v in built.values()) if 'cuda' in built else None
+
+def torch_for_gpus() -> bool:
+    "Whether the torch this process would import may see a GPU: False for a CPU build or none installed, read unimported."
+    import importlib.util
+    if 'torch' in sys.modules: return True
+    spec = importlib.util.find_spec('torch')
+    if spec is None: return False
+    try: text = (Path(next(iter(spec.submodule_search_locations or []), '')) / 'version.py').read_text()
+    except OSError: return True
+    return built_for_gpus(text) is not False
+
 # %% ../nbs/00e_compute.ipynb #m008
 def visible_gpus() -> list[str]:
     "The CUDA devices this process may use, named as CUDA_VISIBLE_DEVICES names them (empty without CUDA or torch)."
+    if not torch_for_gpus(): return []
     try: import torch
     except ImportError: return []
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
