@@ -136,7 +136,7 @@ def _loopback(argv_for: Callable[[int], list[str]], nodes: Nodes, env: dict, mee
                 procs.append(subprocess.Popen(argv_for(i), env={**env, NODE_ENV: f"{i}/{nodes.count}", 'TMPDIR': scratch},
                                               stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
         first, since = None, None
-        while any(p.poll() is None for p in procs):
+        while None in [p.poll() for p in procs]:     # every node polled each time: a node dying beside a live one is seen
             if first is None:
                 failed = [(p.returncode >= 0, i) for i, p in enumerate(procs) if p.returncode not in (None, 0)]
                 if failed: first, since = min(failed)[1], time.monotonic()
