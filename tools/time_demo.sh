@@ -7,11 +7,8 @@
 #   bash tools/time_demo.sh [CLONE_DIR]      # default /tmp/rsi_repro_time_demo (removed first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-here=$PWD; clone=${1:-/tmp/rsi_repro_time_demo}
-commit=$(git rev-parse --short HEAD)
-[ -z "$(git status --porcelain --untracked-files=no)" ] || echo "note: uncommitted changes are not in the clone; it times $commit"
-rm -rf "$clone"; git clone -q "$here" "$clone"; cd "$clone"
-t=$SECONDS; make install > install.log 2>&1; setup=$((SECONDS - t))
+source tools/fresh_clone.sh
+fresh_clone_installed "${1:-/tmp/rsi_repro_time_demo}"
 t=$SECONDS; make demo > demo.log 2>&1; demo=$((SECONDS - t))
 python3 - "$here/benchmarks/results/demo_time.json" "$commit" "$setup" "$demo" <<'EOF'
 import json, os, platform, sys, datetime
@@ -23,6 +20,6 @@ doc = {'what': "make install, then make demo, in a fresh clone, each timed as a 
        'commit': commit, 'date': datetime.date.today().isoformat(), 'cpus': os.cpu_count(), 'machine': platform.machine(),
        'python': platform.python_version(), 'setup_seconds': setup, 'demo_seconds': demo, 'total_seconds': setup + demo,
        'stages_seconds': round(sum(s['seconds'] for s in stages), 1), 'stages': stages}
-json.dump(doc, open(out, 'w'), indent=1); open(out, 'a').write('\n')
+open(out + '.tmp', 'w').write(json.dumps(doc, indent=1) + '\n'); os.replace(out + '.tmp', out)
 print(f"set-up {setup} s, demo {demo} s (stages {doc['stages_seconds']} s): {out}")
 EOF

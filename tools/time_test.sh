@@ -8,11 +8,8 @@
 #   bash tools/time_test.sh [CLONE_DIR]      # default /tmp/rsi_repro_time_test (removed first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-here=$PWD; clone=${1:-/tmp/rsi_repro_time_test}
-commit=$(git rev-parse --short HEAD)
-[ -z "$(git status --porcelain --untracked-files=no)" ] || echo "note: uncommitted changes are not in the clone; it times $commit"
-rm -rf "$clone"; git clone -q "$here" "$clone"; cd "$clone"
-t=$SECONDS; make install > install.log 2>&1; setup=$((SECONDS - t))
+source tools/fresh_clone.sh
+fresh_clone_installed "${1:-/tmp/rsi_repro_time_test}"
 t=$SECONDS; make test-nbs > test-nbs.log 2>&1; nbs=$((SECONDS - t))
 t=$SECONDS; make test-py > test-py.log 2>&1; py=$((SECONDS - t))
 python3 - "$here/benchmarks/results/test_time.json" "$commit" "$setup" "$nbs" "$py" "$(tail -n 1 test-py.log)" <<'PY'
@@ -23,6 +20,6 @@ doc = {'what': "make install, then make test's two parts (make test-nbs, make te
        'commit': commit, 'date': datetime.date.today().isoformat(), 'cpus': os.cpu_count(), 'machine': platform.machine(),
        'python': platform.python_version(), 'setup_seconds': setup, 'notebooks_seconds': nbs, 'pytest_seconds': py,
        'test_seconds': nbs + py, 'pytest_said': said.strip()}
-json.dump(doc, open(out, 'w'), indent=1); open(out, 'a').write('\n')
+open(out + '.tmp', 'w').write(json.dumps(doc, indent=1) + '\n'); os.replace(out + '.tmp', out)
 print(f"set-up {setup} s, make test {nbs + py} s (notebooks {nbs} s, pytest {py} s): {out}")
 PY
