@@ -21,9 +21,9 @@ from .bases import base_identity, base_source, cached_sha256, check_markers, ser
 __all__ = ['BACKENDS', 'ModelRef', 'Decode', 'Completion', 'register_backend', 'stop_ids', 'cut_at_stop', 'AdapterMismatch',
            'check_adapter_files', 'check_adapter_base', 'canonical_adapter_config', 'portable_base_name',
            'adapter_identity', 'checkpoint_identity', 'load_tokenizer', 'load_model', 'plain_decoding', 'sampler',
-           'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter', 'model_max_len',
-           'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files', 'unit_name', 'most_written',
-           'unfinished_builds', 'said_every', 'VLLMBackend']
+           'last_logits_only', 'decode_dropping', 'HFBackend', 'adapter_rank', 'vllm_lora_plan', 'merge_adapter',
+           'model_max_len', 'mamba_layers', 'vllm_engine_args', 'vllm_frame', 'compile_caches', 'new_files',
+           'unit_name', 'most_written', 'unfinished_builds', 'said_every', 'VLLMBackend']
 
 # %% ../nbs/03a_backends.ipynb #c005
 @dataclass(frozen=True)
@@ -208,11 +208,20 @@ def sampler(temperature: float, top_p: float):
         return order.gather(-1, torch.multinomial(scores.softmax(-1), 1)).squeeze(1)
     return pick
 
+
+# %% ../nbs/03a_backends.ipynb #c012f
 def _drops_rows(cache) -> bool:
     "Whether every layer of a transformers cache can drop batch rows (attention layers; not recurrent state)."
     layers = getattr(cache, 'layers', None)
     return bool(layers) and not any(cache.is_linear) and not cache.is_compileable and all(
         hasattr(layer, 'batch_select_indices') for layer in layers)
+
+def last_logits_only(model) -> dict:
+    """The prefill's keyword for logits at the last position alone, where the model takes it (as `generate` passes it):
+    a full prefill's logits are batch x length x vocabulary floats, most of the step's memory traffic for a small model."""
+    import inspect
+    net = model.get_base_model() if hasattr(model, 'get_base_model') else model     # PEFT passes it on to the base
+    return {'logits_to_keep': 1} if 'logits_to_keep' in inspect.signature(net.forward).parameters else {}
 
 def decode_dropping(model, ids, mask, max_new_tokens: int, stops: Sequence[int], pick) -> list[list[int]] | None:
     """Each row's new tokens for a left-padded batch (`pick`: logits -> next tokens), a row leaving the batch and the
@@ -221,7 +230,7 @@ def decode_dropping(model, ids, mask, max_new_tokens: int, stops: Sequence[int],
     stop = torch.tensor(sorted(set(stops)), device=ids.device)
     rows, out = torch.arange(ids.shape[0], device=ids.device), [[] for _ in range(ids.shape[0])]
     pos = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)          # as `generate` derives them from the mask
-    first = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+    first = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, **last_logits_only(model))
     cache, last = getattr(first, 'cache', None), pos[:, -1:]
     if cache is None or not _drops_rows(cache): return None
     logits = first.logits[:, -1].float()
