@@ -16,8 +16,8 @@ from .io import (PACKAGE_PREFIX, DataError, atomic_write_text, package_path, pac
 # %% auto #0
 __all__ = ['SOURCE_KINDS', 'IDENTITY_GLOBS', 'HASH_CACHE_ENV', 'CACHE_MIN_BYTES', 'STUDY_MARKERS', 'CONVERTED_DIR',
            'SOURCE_RECORD', 'BaseError', 'SourceKind', 'BaseSource', 'base_source', 'cached_sha256', 'identity_files',
-           'content_sha256', 'base_identity', 'source_identity', 'check_markers', 'llama_to_gguf', 'convert_gguf',
-           'converted_dir', 'copy_problems', 'prepare_base', 'served_base']
+           'content_sha256', 'base_identity', 'source_identity', 'check_markers', 'llama_to_gguf', 'gguf_parsed_once',
+           'convert_gguf', 'converted_dir', 'copy_problems', 'prepare_base', 'served_base']
 
 # %% ../nbs/02a_bases.ipynb #c005
 class BaseError(ValueError):
@@ -186,12 +186,32 @@ def llama_to_gguf(folder: str | Path,         # a Llama checkpoint with a byte-l
     return out
 
 # %% ../nbs/02a_bases.ipynb #c016
+# what transformers' GGUF loader builds again on every call with the same arguments, and only reads
+_GGUF_BUILT_ONCE = ('GGUFReader', 'get_tensor_name_map')
+
+@contextlib.contextmanager
+def gguf_parsed_once():
+    "Within the block, the gguf package's reader of a file and table of tensor names are each built once per arguments."
+    import gguf
+    real = {name: getattr(gguf, name) for name in _GGUF_BUILT_ONCE}
+    def once(name):
+        built = {}
+        def build(*args):
+            if args not in built: built[args] = real[name](*args)
+            return built[args]
+        return build
+    for name in _GGUF_BUILT_ONCE: setattr(gguf, name, once(name))     # the loader imports them from the package per call
+    try: yield
+    finally:
+        for name, f in real.items(): setattr(gguf, name, f)
+
 def convert_gguf(src: str | Path, out: str | Path) -> None:
     "Dequantise a GGUF file into a float32 safetensors checkpoint with its tokenizer in `out` (transformers' GGUF loader)."
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     src, out = Path(src), Path(out)
-    with contextlib.redirect_stderr(io.StringIO()):         # the loader's progress bars: the runner says one line instead
+    # the loader's progress bars: the runner says one line instead
+    with contextlib.redirect_stderr(io.StringIO()), gguf_parsed_once():
         try:
             tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
             net = AutoModelForCausalLM.from_pretrained(src.parent, gguf_file=src.name, dtype=torch.float32)
