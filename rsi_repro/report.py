@@ -16,9 +16,9 @@ from .pipeline import local_kernel_manager, rerecord, run_lock
 # %% auto #0
 __all__ = ['TEST_FLAGS', 'SAFE_TAGS', 'SAFE_ATTRS', 'DROPPED', 'directives', 'strip_directives', 'is_test_cell', 'is_hidden',
            'blank_missing', 'relativise', 'clean_notebook', 'execute_page', 'nav', 'page', 'offline', 'add_alt',
-           'html_body', 'notebook_html', 'render_pages', 'build_site', 'docs', 'main', 'html_table', 'copy_source',
-           'guard_block', 'grid_heatmap', 'one_se_block', 'source_href', 'override_block', 'pair_read_tally',
-           'judgement_section', 'eval_reads_section', 'through_soup_section', 'summary_page']
+           'Highlighted', 'html_body', 'notebook_html', 'render_pages', 'build_site', 'docs', 'main', 'html_table',
+           'copy_source', 'guard_block', 'grid_heatmap', 'one_se_block', 'source_href', 'override_block',
+           'pair_read_tally', 'judgement_section', 'eval_reads_section', 'through_soup_section', 'summary_page']
 
 # %% ../nbs/92_report.ipynb #c003s
 from .front_page import (
@@ -241,6 +241,14 @@ def add_alt(text: str, alts: list[str]) -> str:
         return f"<img alt=\"{html.escape(next(it, 'Figure'), quote=True)}\"" + tag[4:]
     return re.sub(r'<img\b[^>]*>', one, text)
 
+class Highlighted(str):
+    "pygments' HTML of a cell's source: the source's text escaped, in spans of pygments' classes."
+
+def _clean_html(element):
+    "nbconvert's `clean_html`, except for `Highlighted` HTML, which it would give back unchanged."
+    from nbconvert.filters.strings import clean_html
+    return element if type(element) is Highlighted else clean_html(element)
+
 def html_body(nb) -> str:
     "nbconvert's `basic` HTML of a notebook: `HTMLExporter` without its BeautifulSoup pass over the rendered page."
     from nbconvert import HTMLExporter
@@ -250,7 +258,9 @@ def html_body(nb) -> str:
     ex = HTMLExporter(template_name='basic')
     lang = nb.metadata.get('language_info', {})
     resources = ex._init_resources(None)
-    ex.register_filter('highlight_code', Highlight2HTML(pygments_lexer=lang.get('pygments_lexer', lang.get('name')), parent=ex))
+    highlight = Highlight2HTML(pygments_lexer=lang.get('pygments_lexer', lang.get('name')), parent=ex)
+    ex.register_filter('highlight_code', lambda source, **kw: Highlighted(highlight(source, **kw)))
+    ex.register_filter('clean_html', _clean_html)
     ex.register_filter('filter_data_type', WidgetsDataTypeFilter(notebook_metadata=ex._nb_metadata, parent=ex, resources=resources))
     return TemplateExporter.from_notebook_node(ex, nb, resources)[0]
 
