@@ -65,9 +65,11 @@ results: demo
 test: test-nbs test-py
 
 # One torch thread per notebook worker: two workers of two threads each on two cores spin against each other
-# (a training step measured 8x slower oversubscribed than with one thread each).
+# (a training step measured 8x slower oversubscribed than with one thread each). tools/test_nbs.py is nbdev_test's
+# runner with the slowest notebooks handed out first (nbdev_test goes in name order, and its slowest came last: 72 s
+# there, 62 s here on two cores, 2026-12-07)
 test-nbs: $(STAMP)
-	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers $(NB_WORKERS) --do_print
+	OMP_NUM_THREADS=1 $(VENV)/bin/python tools/test_nbs.py --n_workers $(NB_WORKERS)
 
 # Two pytest-xdist workers of one torch thread each: tests/conftest.py hands each worker whole test files (their module
 # fixtures build runs in fixed folders), the slowest first by benchmarks/results/pytest_durations.json. Not three: the
