@@ -1,6 +1,6 @@
 """Figures in the README and benchmarks/RESULTS.md are written from their result files (tools/doc_figures.py, between
 `<!-- fig FILE:FIELD FORMAT -->` marks) and checked against them: an edit to either side, without the other, is named."""
-import json
+import json, re
 import pytest, shutil, subprocess, sys
 from pathlib import Path
 
@@ -61,3 +61,11 @@ def test_the_estimate_summary_the_readme_quotes_is_what_the_estimate_gives_today
     "benchmarks/results/estimate_nemotron.json (the README's prose about the price) is rebuilt from `rsi-repro estimate` and compared."
     done = subprocess.run([sys.executable, 'tools/estimate_summary.py', '--check'], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_readmes_word_on_make_tests_ten_minutes_is_what_its_file_gives():
+    "The README says `make test` is under or over its ten minutes in words the figures beside it must bear out."
+    readme, seconds = (ROOT / 'README.md').read_text(), json.loads((ROOT / 'benchmarks/results/test_time.json').read_text())['test_seconds']
+    said = re.search(r"test_time\.json:setup_seconds d -->\d+<!-- /fig --> s of set-up: (under|over) the ten minutes", readme)
+    assert said, "the README's sentence on make test's time is gone or reworded: say here what it claims"
+    assert (said.group(1) == 'under') == (seconds <= 600), f"the README says {said.group(1)}; test_time.json says {seconds} s"
