@@ -210,7 +210,7 @@ def convert_gguf(src: str | Path, out: str | Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     src, out = Path(src), Path(out)
-    # the loader's progress bars: the runner says one line instead
+    # stderr: the loader's progress bars (the runner says one line instead)
     with contextlib.redirect_stderr(io.StringIO()), gguf_parsed_once():
         try:
             tok = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
