@@ -35,5 +35,6 @@ def test_the_notebooks_are_handed_out_slowest_first_and_a_new_one_before_all():
     seconds = {'00_config.ipynb': 0.3, '90_pipeline.ipynb': 17.2, '03_generate.ipynb': 16.0, '24_paired.ipynb': 0.3}
     names = sorted([*seconds, '99_new.ipynb'])
     assert slowest_first(names, seconds) == ['99_new.ipynb', '90_pipeline.ipynb', '03_generate.ipynb', '00_config.ipynb', '24_paired.ipynb']
+    assert recorded_seconds(ROOT / 'no-such-record.json') == {}     # no record: name order (said on stderr), not a failure
     recorded = recorded_seconds()                          # the committed record covers the library's notebooks
     assert {p.name for p in (ROOT / 'nbs').glob('[0-9]*.ipynb')} <= set(recorded), "tools/test_nbs.py --write to record them"

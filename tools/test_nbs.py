@@ -22,8 +22,11 @@ def slowest_first(names: list[str], seconds: dict[str, float]) -> list[str]:
 
 
 def recorded_seconds(path: Path = DURATIONS) -> dict[str, float]:
+    "The record's seconds per notebook; none (name order, said on stderr) when it is missing or unreadable."
     try: return dict(json.loads(path.read_text())['seconds'])
-    except (OSError, ValueError, KeyError): return {}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"{path}: no notebook seconds to order by ({type(e).__name__}); the notebooks go in name order", file=sys.stderr)
+        return {}
 
 
 def main(argv=None) -> int:
@@ -50,7 +53,8 @@ def main(argv=None) -> int:
         doc = {'what': "each library notebook's seconds in `make test-nbs` (tools/test_nbs.py --write), which orders the next run",
                'workers': args.n_workers, 'cpus': os.cpu_count(),
                'seconds': {f.name: round(t, 1) for f, t in sorted(zip(files, seconds), key=lambda x: -x[1])}}
-        DURATIONS.write_text(json.dumps(doc, indent=1) + '\n')
+        partial = DURATIONS.with_name(DURATIONS.name + '.partial')      # the record whole or not at all
+        partial.write_text(json.dumps(doc, indent=1) + '\n'); os.replace(partial, DURATIONS)
     if all(passed): print('Success.'); return 0
     failed = '\n\t'.join(f.name for ok, f in zip(passed, files) if not ok)
     sys.stderr.write(f"\nnbdev Tests Failed On The Following Notebooks:\n{'=' * 50}\n\t{failed}\n")
