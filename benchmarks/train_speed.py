@@ -18,8 +18,9 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
   `ours-liger` the same with `optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers);
   `ours-compile` with `kernels: compile` (the base's regions through torch.compile: whole decoder layers on Qwen3-MoE,
-  norms and activations on Nemotron-H, `train.COMPILE_REGIONS`); `ours-compile-norms` the norms and activations alone on
-  every architecture, the regions before whole layers (a baseline; it sets no rate);
+  the attention and MoE layers whole and the Mamba layers' norms on Nemotron-H, `train.COMPILE_REGIONS`);
+  `ours-compile-norms[-padN]` the norms and activations alone on every architecture, the regions before whole layers
+  (a baseline; it sets no rate);
   `ours-compile-padN` with `optim.pad_to_multiple_of: N` (each micro-batch's length rounded up to a multiple of N);
   `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
@@ -43,7 +44,9 @@ The file's `summary` holds one row per measurement, rebuilt from its `runs` on e
 the rates `rsi-repro estimate` reads by key: `train.sft.<shape>` for each measured shape, the library's own rate (the
 last `ours` row of that shape; a later run of the library supersedes an earlier one), keyed by the shape names the
 estimate gives the bases (`ESTIMATE_SHAPES`), and `train.dpo.<shape>` from the last `ours-dpo` row: `train_dpo` with the
-nemotron profile's dpo settings on synthetic preference pairs (`ours-dpo-MxG[-ckpt]` tries another split). `--rates-only` rewrites `summary` and `rates` of an existing
+nemotron profile's dpo settings on synthetic preference pairs (`ours-dpo-MxG[-ckpt]` tries another split;
+`ours-dpo-compile-padN` the same settings with optim.kernels compile and optim.pad_to_multiple_of N, for
+`train.dpo-compile-padN.<shape>`). `--rates-only` rewrites `summary` and `rates` of an existing
 file from its runs without measuring anything:
 
     python benchmarks/train_speed.py --rates-only --out benchmarks/results/train_speed.json
@@ -444,11 +447,11 @@ def synthetic_pairs(path: Path, n: int, seed: int, tok, prompt=150, chosen=300, 
     return {'pairs': n, 'mean_tokens_asked': {'prompt': prompt, 'chosen': chosen, 'rejected': rejected}}
 
 
-def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, reference_batch=None):
+def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, reference_batch=None, kernels=None, pad=None):
     """The library's own train_dpo as the dpo stage calls it, with the nemotron profile's dpo settings (LoRA, split,
     checkpointing, seq_len, beta of its first grid arm, NLL weight), reading the pairs' reference log-probabilities from
     the file the stage computes once for all its arms (`dpo_reference`, timed apart: `reference_seconds`); `split`
-    (M, G, ckpt) replaces the profile's split."""
+    (M, G, ckpt) replaces the profile's split, `kernels` and `pad` its optim.kernels and optim.pad_to_multiple_of."""
     from dataclasses import replace
     from rsi_repro.config import load_profile
     from rsi_repro.generate import ModelRef
@@ -456,6 +459,8 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, r
     cfg = load_profile(ROOT / 'configs/nemotron.yaml').dpo
     optim = replace(cfg.optim, steps=steps, epochs=None, seed=seed)
     if split: optim = replace(optim, micro_batch=split[0], grad_accum=split[1], activation_checkpointing=split[2], micro_batch_fit=False)
+    if kernels is not None: optim = replace(optim, kernels=kernels)
+    if pad is not None: optim = replace(optim, pad_to_multiple_of=pad)
     out_dir = Path('/tmp/rsi_train_speed') / f'dpo_{arch}'
     model = ModelRef(str(folder), dtype='bfloat16' if device() == 'cuda' else 'float32')
     free(); reference_path(pairs).unlink(missing_ok=True); t0 = time.perf_counter()
@@ -471,7 +476,9 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, r
     cum = [x['num_tokens'] for x in log]
     res = {'stage': 'dpo', 'micro_batch': ev['micro_batch'], 'grad_accum': ev['grad_accum'], 'activation_checkpointing': ev['activation_checkpointing'],
            'settings': {'micro_batch': optim.micro_batch, 'grad_accum': optim.grad_accum, 'bf16': optim.bf16, 'micro_batch_fit': optim.micro_batch_fit,
-                        'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len, 'shared_reference': True},
+                        'activation_checkpointing': optim.activation_checkpointing, 'seq_len': optim.seq_len, 'shared_reference': True,
+                        'kernels': optim.kernels, 'pad_to_multiple_of': optim.pad_to_multiple_of},
+           **({k: ev[k] for k in ('kernel_modules', 'compile_regions') if k in ev}),
            'reference_seconds': round(reference_seconds, 1), 'reference_batch_size': ref_doc['batch_size'],
            'reference_batches': ref_doc.get('batches'), 'fit': ev.get('fit'),
            'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': cfg.grid[0].beta, 'nll_weight': cfg.nll_weight,
@@ -597,8 +604,9 @@ def row_kernels(row) -> str:
     return (row.get('settings') or {}).get('kernels') or LIBRARY_VARIANTS.get(row['variant'], 'none')
 
 def is_library(variant: str) -> bool:
-    "A variant that runs the library's own train_sft or train_dpo as a stage calls it (`ours-compile-padN`: with a profile's optim.pad_to_multiple_of)."
-    return variant in LIBRARY_VARIANTS or variant.startswith('ours-compile-pad')
+    """A variant that runs the library's own train_sft or train_dpo as a stage calls it (`ours-compile-padN`,
+    `ours-dpo-compile-padN`: with optim.kernels compile and optim.pad_to_multiple_of N)."""
+    return variant in LIBRARY_VARIANTS or variant.startswith(('ours-compile-pad', 'ours-dpo-compile-pad'))
 
 def commit_of(row) -> str:
     "The commit a row's run measured (its note's first word, as the runs of a device session are noted), else its date."
@@ -621,7 +629,8 @@ def rate_rows(summary) -> dict[str, list[dict]]:
 
 KERNEL_WORDS = {'none': '', 'liger': "Liger's RMSNorm and rotary kernels (optim.kernels: liger)"}
 COMPILE_WORDS = {'compile_norms_and_activations': "RMSNorms and experts' activations compiled by torch.compile (optim.kernels: compile)",
-                 'compile_decoder_layers': "each decoder layer compiled whole by torch.compile (optim.kernels: compile)"}
+                 'compile_decoder_layers': "each decoder layer compiled whole by torch.compile (optim.kernels: compile)",
+                 'compile_layers_but_mamba': "each attention and MoE layer compiled whole and each Mamba layer's norm by torch.compile (optim.kernels: compile)"}
 
 def kernel_words(row) -> str:
     """What the row's fused layers were, in words: for `compile`, the regions its run compiled (`train.COMPILE_REGIONS`),
@@ -760,8 +769,9 @@ def main():
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v.startswith('ours-compile-pad'):    # ours-compile-padN: optim.pad_to_multiple_of N
                 res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=int(v.removeprefix('ours-compile-pad')))
-            elif v == 'ours-compile-norms':
-                with compiled_norms(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
+            elif v.startswith('ours-compile-norms'):   # ours-compile-norms[-padN]: the small regions on every architecture
+                pad = int(v.removeprefix('ours-compile-norms-pad')) if v.startswith('ours-compile-norms-pad') else 1
+                with compiled_norms(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=pad)
             elif v == 'ours-indexed':
                 with indexed_rows(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff)
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without
@@ -771,6 +781,10 @@ def main():
             elif v.startswith('unsloth-'):     # unsloth-MxG[-ckpt]
                 m, g = map(int, v.split('-')[1].split('x'))
                 res = unsloth_sft(folder, config, tok, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed)
+            elif v.startswith('ours-dpo-compile-pad'):   # ours-dpo-compile-padN: the profile's dpo settings, optim.kernels compile, padded to N
+                if not pairs.exists(): pair_info.update(synthetic_pairs(pairs, a.pairs, a.seed, tok))
+                res = ours_dpo(folder, config, arch, pairs, a.steps, a.seed, None, a.reference_batch, kernels='compile',
+                               pad=int(v.removeprefix('ours-dpo-compile-pad')))
             elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
                 split = None
                 if v != 'ours-dpo':

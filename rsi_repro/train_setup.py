@@ -17,8 +17,8 @@ __all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_REGIONS',
            'lora_targets', 'lora_config', 'load_for_training', 'Diverged', 'finite_watch', 'check_finite_adapter',
            'Split', 'checkpointing', 'trainer_kwargs', 'check_kernels', 'compile_norms_and_activations',
            'compile_decoder_layers', 'base_model_type', 'compile_regions', 'compile_layers', 'apply_kernels',
-           'kernel_modules', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention', 'routed_rows',
-           'lean_grouped_mm_experts', 'use_lean_experts']
+           'kernel_modules', 'compile_layers_but_mamba', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention',
+           'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts']
 
 # %% ../nbs/31a_train_setup.ipynb #c005
 LORA_TARGETS = {
@@ -186,8 +186,7 @@ def compile_decoder_layers(net) -> None:
         if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
             for layer in m: layer.compile(dynamic=None)
 
-COMPILE_REGIONS = {'llama': compile_decoder_layers, 'qwen3_moe': compile_decoder_layers,   # a test trains each so
-                   'nemotron_h': compile_norms_and_activations}   # its Mamba mixers' C extension breaks a whole layer's graph
+COMPILE_REGIONS = {'llama': compile_decoder_layers, 'qwen3_moe': compile_decoder_layers}   # a test trains each so; nemotron_h below
 
 def base_model_type(net) -> str:
     "The base's `config.model_type` (a PEFT model hands its base's config through); '' for a module without one."
@@ -224,6 +223,27 @@ def kernel_modules(net) -> int:
     (a compiled module keeps its compiled call; an experts module, its compiled activation)."""
     return sum(m._get_name().startswith('Liger') or getattr(m, '_compiled_call_impl', None) is not None
                or '_apply_gate' in vars(m) for m in net.modules())
+
+# %% ../nbs/31a_train_setup.ipynb #a091bc44
+def compile_layers_but_mamba(net) -> None:
+    """Each decoder layer whole as `compile_decoder_layers` does, except a layer whose mixer is a Mamba mixer: its norm
+    alone, the mixer's kernels left as mamba-ssm has them. The final norm, outside the layers, too. Dynamic shapes from
+    the first call: the layers' one compiled function meets two kinds of mixer, with and without gradients (DPO's
+    reference pass) and with and without a mask, and a static first compile for each would pass dynamo's limit of 8."""
+    import torch
+    in_layers = set()
+    for name, m in net.named_modules():
+        if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
+            for layer in m:
+                in_layers.update(id(x) for x in layer.modules())
+                if 'Mamba' in type(getattr(layer, 'mixer', None)).__name__:
+                    for x in layer.children():
+                        if x._get_name().endswith('RMSNorm'): x.compile(dynamic=True)
+                else: layer.compile(dynamic=True)
+    for m in net.modules():
+        if id(m) not in in_layers and m._get_name().endswith('RMSNorm'): m.compile(dynamic=True)
+
+COMPILE_REGIONS['nemotron_h'] = compile_layers_but_mamba
 
 # %% ../nbs/31a_train_setup.ipynb #f006
 def lora_bf16_inputs(net) -> int:
