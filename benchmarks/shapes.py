@@ -23,7 +23,11 @@ TINY_NEMOTRON_H = {**NEMOTRON_H_30B_A3B, 'hidden_size': 256, 'vocab_size': 4096,
                    'num_attention_heads': 8, 'num_key_value_heads': 2, 'head_dim': 32, 'mamba_num_heads': 8, 'mamba_head_dim': 64,
                    'ssm_state_size': 64, 'n_groups': 2, 'chunk_size': 64, 'n_routed_experts': 8, 'num_experts_per_tok': 2,
                    'moe_intermediate_size': 128, 'moe_shared_expert_intermediate_size': 256, 'intermediate_size': 256}
+# the 30B layout with 16 routed experts instead of 128 (every width and layer, top-6 routing, so the same matrix work a
+# token; 5.9 B parameters): an A/B of the same code on a card that cannot hold the 30B layout's 63 GB of weights. Prices nothing.
+NEMOTRON_H_E16 = {**NEMOTRON_H_30B_A3B, 'n_routed_experts': 16}
 SHAPES = {'qwen3-moe-30b-a3b': ('qwen3_moe', QWEN3_MOE_30B_A3B), 'nemotron-h-31b': ('nemotron_h', NEMOTRON_H_30B_A3B),
+          'nemotron-h-31b-e16': ('nemotron_h', NEMOTRON_H_E16),
           'tiny-qwen3-moe': ('qwen3_moe', TINY_QWEN3_MOE), 'tiny-nemotron-h': ('nemotron_h', TINY_NEMOTRON_H)}
 # The shape names rate keys use (rsi_repro.estimate.shape_of: architecture and size from a base's name, so the nemotron
 # profile's NVIDIA-Nemotron-3.5-Lightning-30B-A3B base asks for 'nemotron_h-30b-a3b'), and what each shape is, in words.
@@ -31,7 +35,8 @@ SHAPES = {'qwen3-moe-30b-a3b': ('qwen3_moe', QWEN3_MOE_30B_A3B), 'nemotron-h-31b
 ESTIMATE_SHAPES = {'qwen3-moe-30b-a3b': 'qwen3_moe-30b-a3b', 'nemotron-h-31b': 'nemotron_h-30b-a3b'}
 SHAPE_WORDS = {'qwen3-moe-30b-a3b': 'the Qwen3-MoE 30B-A3B config (48 layers, 128 experts top-8, 30.5 B parameters)',
                'nemotron-h-31b': 'the Nemotron-H 30B-A3B layout (52 layers: 23 Mamba-2, 23 MoE with 128 experts top-6, 6 attention; '
-                                 '31.6 B parameters)'}
+                                 '31.6 B parameters)',
+               'nemotron-h-31b-e16': 'the Nemotron-H 30B-A3B layout with 16 routed experts instead of 128 (52 layers, top-6; 5.9 B parameters)'}
 
 
 def build_config(shape: str, tok, use_cache: bool = False):
