@@ -186,7 +186,8 @@ def compile_decoder_layers(net) -> None:
         if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
             for layer in m: layer.compile(dynamic=None)
 
-COMPILE_REGIONS = {'llama': compile_decoder_layers, 'qwen3_moe': compile_decoder_layers}   # a test trains each so; nemotron_h below
+COMPILE_REGIONS = {'llama': compile_decoder_layers, 'qwen3_moe': compile_decoder_layers,   # a test trains each so
+                   'nemotron_h': compile_norms_and_activations}   # its Mamba mixers' C extension breaks a whole layer's graph
 
 def base_model_type(net) -> str:
     "The base's `config.model_type` (a PEFT model hands its base's config through); '' for a module without one."
@@ -224,7 +225,7 @@ def kernel_modules(net) -> int:
     return sum(m._get_name().startswith('Liger') or getattr(m, '_compiled_call_impl', None) is not None
                or '_apply_gate' in vars(m) for m in net.modules())
 
-# %% ../nbs/31a_train_setup.ipynb #a091bc44
+# %% ../nbs/31a_train_setup.ipynb #22c48d48
 def compile_layers_but_mamba(net) -> None:
     """Each decoder layer whole as `compile_decoder_layers` does, except a layer whose mixer is a Mamba mixer: its norm
     alone, the mixer's kernels left as mamba-ssm has them. The final norm, outside the layers, too. Dynamic shapes from
@@ -242,8 +243,6 @@ def compile_layers_but_mamba(net) -> None:
                 else: layer.compile(dynamic=True)
     for m in net.modules():
         if id(m) not in in_layers and m._get_name().endswith('RMSNorm'): m.compile(dynamic=True)
-
-COMPILE_REGIONS['nemotron_h'] = compile_layers_but_mamba
 
 # %% ../nbs/31a_train_setup.ipynb #f006
 def lora_bf16_inputs(net) -> int:

@@ -398,12 +398,16 @@ def test_training_tokens_are_those_of_the_trained_micro_batches(tmp_path, monkey
     assert ev['training_tokens'] == sum(t for t, _ in seen) and ev['padded_tokens'] == sum(n for _, n in seen)
 
 
-@pytest.mark.parametrize('arch,checkpointing', [('qwen3_moe', False), ('qwen3_moe', True), ('nemotron_h', False)])
-def test_compiled_layers_train_as_the_plain_layers_do(tmp_path, arch, checkpointing):
-    """`optim.kernels: compile` (each decoder layer whole on Qwen3-MoE; on Nemotron-H each attention and MoE layer whole
-    and each Mamba layer's norm alone, its Mamba kernels breaking a layer's graph): two steps over rows of many lengths give the plain run's
-    losses and gradients, with activation checkpointing recomputing a compiled layer too, and the evidence counts every
-    region as compiled and names which. A region left eager, or compiled wrong, fails one or the other."""
+@pytest.mark.parametrize('arch,checkpointing,regions', [('qwen3_moe', False, None), ('qwen3_moe', True, None), ('nemotron_h', False, None),
+                                                     ('nemotron_h', False, 'compile_layers_but_mamba')])
+def test_compiled_layers_train_as_the_plain_layers_do(tmp_path, monkeypatch, arch, checkpointing, regions):
+    """`optim.kernels: compile` (each decoder layer whole on Qwen3-MoE; each RMSNorm and each experts module's activation
+    on Nemotron-H, whose Mamba kernels break a layer's graph; or there, with `regions`, each attention and MoE layer whole
+    and each Mamba layer's norm): two steps over rows of many lengths give the plain run's losses and gradients, with
+    activation checkpointing recomputing a compiled layer too, and the evidence counts every region as compiled and
+    names which. A region left eager, or compiled wrong, fails one or the other."""
+    import rsi_repro.train_setup as T
+    if regions: monkeypatch.setitem(T.COMPILE_REGIONS, arch, getattr(T, regions))
     base = tiny_base(tmp_path, arch)
     path = mix(tmp_path, 16, base=base)
     plain = optim(micro_batch=2, grad_accum=4, steps=2, length_grouping=True, activation_checkpointing=checkpointing)
@@ -416,11 +420,13 @@ def test_compiled_layers_train_as_the_plain_layers_do(tmp_path, arch, checkpoint
     assert 'kernel_modules' not in ev0 and norms >= 2 * experts > 0
     if arch == 'qwen3_moe':
         assert ev['compile_regions'] == 'compile_decoder_layers' and ev['kernel_modules'] == base_layers(base)
-    else:
+    elif regions == 'compile_layers_but_mamba':
         kinds = [type(layer.mixer).__name__ for layer in model.model.layers]
         assert 0 < kinds.count('NemotronHMamba2Mixer') < len(kinds)       # both kinds of layer are in the tiny layout
         # each attention and MoE layer whole, each Mamba layer's norm, the final norm
-        assert ev['compile_regions'] == 'compile_layers_but_mamba' and ev['kernel_modules'] == len(kinds) + 1
+        assert ev['compile_regions'] == regions and ev['kernel_modules'] == len(kinds) + 1
+    else:
+        assert ev['compile_regions'] == 'compile_norms_and_activations' and ev['kernel_modules'] == norms + experts
     assert losses == pytest.approx(losses0, rel=1e-5)
     close(g0[0], g[0], 1e-4)
     close(g0[1], g[1], 5e-3)
