@@ -683,11 +683,11 @@ def rates_from_summary(summary) -> dict[str, dict]:
             what += (f"; the median of {len(rows)} runs measured at {commit_of(row)} (tokens/s: "
                      + ', '.join(f"{r['tokens_per_s']:,.1f} at {r['micro_batch']} x {r['grad_accum']}" for r in rows) + ")")
         note = '; '.join(dict.fromkeys(r['note'] for r in rows if r['note']))
-        out[key] = {'value': round(statistics.median(r['tokens_per_s'] for r in rows), 1), 'unit': 'tokens/s',
+        out[key] = {'value': round(statistics.median(r['tokens_per_s'] for r in rows), 1), 'unit': 'tokens/s', 'lora_r': row['lora_r'],
                     'what': what + (f"; {note}" if note else '')}
         if row.get('reference_tokens_per_s'):
             out[key.replace('train.dpo', 'train.dpo_reference', 1)] = {
-                'value': row['reference_tokens_per_s'], 'unit': 'tokens/s',
+                'value': row['reference_tokens_per_s'], 'unit': 'tokens/s', 'lora_r': row['lora_r'],
                 'what': (f"the DPO reference's log-probabilities, computed once for every arm of a pair set (the SFT adapter's "
                          f"forward, no gradient): rsi_repro.train.dpo_reference, {SHAPE_WORDS[row['shape']]} with random weights; "
                          f"{row['reference_pairs']} synthetic pairs of {row['mean_row_tokens']:g} tokens on average" +

@@ -14,9 +14,9 @@ from .config import Profile
 # %% auto #0
 __all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'Rate', 'lookup', 'read_rates', 'shape_of', 'training_tag', 'rate_keys',
            'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows', 'preemption',
-           'preemption_lines', 'measured_line', 'format_estimate', 'to_json', 'estimate_command', 'EstimateError',
-           'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length',
-           'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
+           'preemption_lines', 'measured_line', 'rank_lines', 'format_estimate', 'to_json', 'estimate_command',
+           'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
+           'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
            'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
            'profile_work', 'MEASURED', 'measure_lengths']
 
@@ -42,6 +42,7 @@ class Rate:
     file: str           # the results file it was read from
     path: str           # where in that file
     what: str = ''      # what was measured, in a line
+    lora_r: Optional[int] = None   # a training rate's LoRA rank, where its file says it
 
 # %% ../nbs/94_estimate.ipynb #c005b
 # Results files written before the `rates` convention, and where each of their rates sits in them.
@@ -87,7 +88,8 @@ def _declared(f: Path, data) -> list[Rate]:
     for k, v in rates.items():
         if not isinstance(v, Mapping) or not {'value', 'unit'} <= set(v):
             raise EstimateError(f"{f}: rates.{k}: needs 'value' and 'unit' (and a 'what' line)")
-        out.append(Rate(k, lookup(v, 'value', f"{f}: rates.{k}"), str(v['unit']), str(f), f"rates.{k}", str(v.get('what', ''))))
+        out.append(Rate(k, lookup(v, 'value', f"{f}: rates.{k}"), str(v['unit']), str(f), f"rates.{k}", str(v.get('what', '')),
+                        int(v['lora_r']) if v.get('lora_r') is not None else None))
     return out
 
 def read_rates(folder: str | Path) -> dict[str, Rate]:
@@ -146,6 +148,7 @@ def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None 
         keys[kind] = key
     return keys
 
+# %% ../nbs/94_estimate.ipynb #c033l
 @dataclass(frozen=True)
 class Line:
     "A piece of work with its tokens and its hours: GPU-hours by generation backend ('hf', 'vllm'), or CPU-hours ('cpu')."
@@ -153,6 +156,7 @@ class Line:
     tokens: Optional[float]                 # generated or trained tokens (None: the work is counted in rows)
     bound: bool                             # an upper bound went into it
     hours: Mapping[str, Optional[float]]    # None where the rate is missing
+    under: bool = False                     # priced at a rate measured with a smaller adapter: below its cost
 
 def _columns(kind: str) -> dict[str, str]:
     if kind == 'generate': return {b: f"generate.{b}" for b in GPU_BACKENDS}
@@ -167,14 +171,15 @@ def price(works: Sequence[Work], lengths: Mapping[str, Length], rates: Mapping[s
         L = lengths.get(w.length)
         per = None if L is None else (min(L.tokens, w.cap) if w.cap else L.tokens)
         tokens = None if per is None else w.count * per
-        hours = {}
+        hours, under = {}, False
         for col, kind in _columns(w.kind).items():
             r = rates.get(keys[kind])
             if r is None: missing.add(keys[kind]); hours[col] = None; continue
+            under |= None not in (w.rank, r.lora_r) and w.rank > r.lora_r
             unit = 'rows' if tokens is None else 'tokens'
             if unit not in r.unit: raise EstimateError(f"rate {r.key!r} ({r.file}) is in {r.unit!r}; {w.stage}/{w.part} needs {unit} per second")
             hours[col] = (w.count if tokens is None else tokens) / r.value / 3600
-        lines.append(Line(w, tokens, w.bound or bool(L and L.bound), hours))
+        lines.append(Line(w, tokens, w.bound or bool(L and L.bound), hours, under))
     return lines, sorted(missing)
 
 # %% ../nbs/94_estimate.ipynb #c036
@@ -289,7 +294,7 @@ def gpu_rows(est: Estimate, detail: bool = False) -> list[list[str]]:
               ('total', 'training', [l for l in gpu if l.work.kind != 'generate']), ('total', '', gpu)]
     for stage, part, ls in [*_groups(gpu, detail), *totals]:
         gen = [l for l in ls if l.work.kind == 'generate']; tr = [l for l in ls if l.work.kind != 'generate']
-        b = any(l.bound for l in ls)
+        b = any(l.bound for l in ls) and not any(l.under for l in ls)   # a part priced below its cost bounds nothing
         rows.append([stage, part, _tok(sum(l.tokens for l in gen), any(l.bound for l in gen)),
                      _tok(sum(l.tokens for l in tr), any(l.bound for l in tr)),
                      *[_hours(_sum(l.hours[k] for l in ls), b) for k in GPU_BACKENDS],
@@ -319,7 +324,7 @@ def preemption(est: Estimate) -> list[dict]:
         c, hours = l.work.checkpoints, next((h for h in l.hours.values() if h is not None), None)
         if c is None or hours is None: continue
         out.append({'stage': l.work.stage, 'part': l.work.part, 'steps': c.steps, 'every': _every(c), 'run_hours': hours,
-                    'bound': l.bound, 'lost_hours': c.lost_hours(hours), 'lost_hours_without': Checkpointing(c.steps).lost_hours(hours)})
+                    'bound': l.bound and not l.under, 'lost_hours': c.lost_hours(hours), 'lost_hours_without': Checkpointing(c.steps).lost_hours(hours)})
     return out
 
 def preemption_lines(est: Estimate) -> list[str]:
@@ -342,6 +347,21 @@ def measured_line(lengths: Mapping[str, Length]) -> list[str]:
     return [f"  measured by --measure: {', '.join(got)}; still upper bounds: {', '.join(left) or 'none'}"]
 
 
+# %% ../nbs/94_estimate.ipynb #c039r
+def rank_lines(est: Estimate) -> list[str]:
+    """Training priced at a rate measured at another LoRA rank, by part: at a larger rank's rate an upper bound (a smaller
+    adapter costs fewer FLOPs a token), at a smaller rank's rate below its cost, its hours then marked no bound."""
+    seen = {}
+    for l in est.lines:
+        r = est.rates.get(est.keys.get(l.work.kind, ''))
+        if l.work.rank is None or r is None or r.lora_r is None or r.lora_r == l.work.rank: continue
+        seen.setdefault((l.work.stage, l.work.rank, r.key, r.lora_r), []).append(l.work.part)
+    out = [f"  {stage} {', '.join(parts)} (r={rank}) at {key}, measured at r={rate_r}: " +
+           ("an upper bound (a smaller adapter costs fewer FLOPs a token)" if rank < rate_r else
+            "below its cost (a larger adapter costs more a token); its hours and the totals with them carry no '<='")
+           for (stage, rank, key, rate_r), parts in seen.items()]
+    return ['', 'Priced at a rate measured at another LoRA rank:', *out] if out else []
+
 # %% ../nbs/94_estimate.ipynb #c040
 def format_estimate(est: Estimate, detail: bool = False) -> str:
     "The estimate as text: GPU work per stage and part, CPU work, then every rate and mean length with where it comes from."
@@ -355,6 +375,7 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
            "'<=' marks an upper bound; 'no rate' a rate no results file holds.", '']
     out += _table(['stage', 'part', 'generated', 'trained', 'GPU-h, HF', 'GPU-h, vLLM', 'work'], gpu_rows(est, detail),
                   [False, False, True, True, True, True, False])
+    out += rank_lines(est)
     out += preemption_lines(est)
     out += ['', 'CPU work, one core (the corpora steps and mix tokenisation):']
     out += _table(['stage', 'part', 'work', 'CPU-h', 'what'], cpu_rows(est, detail), [False, False, True, True, False])
@@ -378,7 +399,7 @@ def to_json(est: Estimate) -> dict:
     return {'profile': est.profile, 'base': est.base, 'base_shape': est.base_shape, 'rate_shape': est.rate_shape,
             'rates_dir': est.rates_dir, 'keys': dict(est.keys), 'stand_ins': dict(est.stand_ins), 'missing': list(est.missing),
             'rates': {k: asdict(r) for k, r in est.rates.items()}, 'lengths': {k: asdict(L) for k, L in est.lengths.items()},
-            'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'hours': dict(l.hours)} for l in est.lines],
+            'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'under': l.under, 'hours': dict(l.hours)} for l in est.lines],
             'preemption': preemption(est),
             'totals': {k: _sum(l.hours[k] for l in est.lines if k in l.hours) for k in (*GPU_BACKENDS, 'cpu')}}
 

@@ -85,7 +85,7 @@ def stage_walls(est: Estimate, gpus: int, sc: Scaling, shard_size: int, backend:
         if 0 < most < gpus: limits.append(f"calls of at most {most} shard{'s' if most > 1 else ''} of {shard_size}")
         if start > hours / 2: limits.append(f"the engine start ({sc.engine_start_s:,.0f} s)")
         out.append(StageWall(stage, sum(l.hours[backend] for l in ls), hours, max(p[1] for p in parts), most,
-                             tuple(dict.fromkeys(limits)), any(l.bound for l in ls)))
+                             tuple(dict.fromkeys(limits)), any(l.bound for l in ls) and not any(l.under for l in ls)))
     return out
 
 # %% ../nbs/94a_scaling.ipynb #s014b
@@ -110,18 +110,19 @@ def scaling_lines(est: Estimate, gpus: Sequence[int], sc: Scaling, shard_size: i
            f"start per stage that generates [{sc.sources[1]}]. The DPO reference pass: one GPU. '<=' marks an upper bound.", '']
     walls = {g: stage_walls(est, g, sc, shard_size) for g in gpus}
     b = lambda w: '<=' if w.bound else ''
+    tb = '' if any(l.under for l in est.lines) else '<='       # a part priced below its cost: the total bounds nothing
     if len(gpus) == 1:
         g, ws = gpus[0], walls[gpus[0]]
         rows = [[w.stage, f"{b(w)}{_h(w.gpu_hours)}", f"{b(w)}{_h(w.hours)}", str(w.ranks or '–'), str(w.engines or '–'),
                  f"{w.efficiency / g:.0%}", '; '.join(w.limits)] for w in ws]
         tot_gpu, tot = sum(w.gpu_hours for w in ws), sum(w.hours for w in ws)
-        rows.append(['total', f"<={_h(tot_gpu)}", f"<={_h(tot)}", '', '', f"{tot_gpu / tot / g:.0%}", ''])
+        rows.append(['total', f"{tb}{_h(tot_gpu)}", f"{tb}{_h(tot)}", '', '', f"{tot_gpu / tot / g:.0%}", ''])
         out += _table(['stage', 'GPU-h (1 GPU)', f'hours on {g}', 'ranks', 'engines', 'efficiency', 'stops scaling at'], rows,
                       [False, True, True, True, True, True, False])
     else:
         rows = [[w.stage, f"{b(w)}{_h(w.gpu_hours)}", *[f"{b(w)}{_h(walls[g][i].hours)}" for g in gpus]]
                 for i, w in enumerate(walls[gpus[0]])]
-        rows.append(['total', f"<={_h(sum(w.gpu_hours for w in walls[gpus[0]]))}", *[f"<={_h(sum(w.hours for w in walls[g]))}" for g in gpus]])
+        rows.append(['total', f"{tb}{_h(sum(w.gpu_hours for w in walls[gpus[0]]))}", *[f"{tb}{_h(sum(w.hours for w in walls[g]))}" for g in gpus]])
         out += _table(['stage', 'GPU-h (1 GPU)', *[f'hours on {g}' for g in gpus]], rows, [False, *[True] * (len(gpus) + 1)])
         out += ['', 'Where each stage stops scaling (the count past which its hours fall by less than a tenth), first to last:']
         out += stops_scaling(walls, gpus)

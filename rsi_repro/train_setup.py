@@ -225,7 +225,7 @@ def kernel_modules(net) -> int:
     return sum(m._get_name().startswith('Liger') or getattr(m, '_compiled_call_impl', None) is not None
                or '_apply_gate' in vars(m) for m in net.modules())
 
-# %% ../nbs/31a_train_setup.ipynb #22c48d48
+# %% ../nbs/31a_train_setup.ipynb #c012ke
 def compile_layers_but_mamba(net) -> None:
     """Each decoder layer whole as `compile_decoder_layers` does, except a layer whose mixer is a Mamba mixer: its norm
     alone, the mixer's kernels left as mamba-ssm has them. The final norm, outside the layers, too. Dynamic shapes from

@@ -172,6 +172,7 @@ class Work:
     checkpoints: Optional['Checkpointing'] = None   # a training run's optimiser steps and checkpoint interval
     batch: Optional[int] = None    # a training run's examples per optimiser step: the most data-parallel ranks it can use
     per_call: Optional[int] = None # a generation's requests in each call (None: count): the shards its engines share
+    rank: Optional[int] = None     # a training run's LoRA rank (a larger adapter costs more a token)
 
 
 # %% ../nbs/94b_workload.ipynb #c022q
@@ -275,7 +276,8 @@ def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
         out += [Work(st.name, f"epoch{e}", f"band {e} of {names}: {rows:,} rows read and validated", 'cpu.banding', rows),
                 Work(st.name, f"epoch{e}", f"{rows:,} conversations through the chat template", 'cpu.mix_tokenise', rows, 'sft_example'),
                 Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example',
-                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch)]
+                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch,
+                     rank=cfg.lora.r)]
     return out + [_reads(p, st, 'base and sft')]
 
 
@@ -287,12 +289,13 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     out = [Work(st.name, 'load', f"first load of {cfg.corpus.name}", 'cpu.corpus_load_cold', max(b.stop for b in (*cfg.corpus.bands, cfg.audit))),
            Work(st.name, 'pairs', f"binarise {pairs:,} pairs and the {audit:,}-row audit band", 'cpu.binarising', pairs + audit),
            Work(st.name, 'reference', f"the SFT adapter's log-probabilities of the {pairs:,} pairs, once for every arm",
-                'train.dpo_reference', pairs, 'dpo_pair')]
-    arms = [(a.name, f"beta {a.beta:g}, lr {a.lr:g}") for a in cfg.grid]
-    arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr") for s in cfg.rank_seed]
-    for name, what in arms:
+                'train.dpo_reference', pairs, 'dpo_pair', rank=cfg.lora.r)]
+    arms = [(a.name, f"beta {a.beta:g}, lr {a.lr:g}", cfg.lora.r) for a in cfg.grid]
+    arms += [(s.name, f"r={s.r}, seed {s.seed}, at the grid anchor's beta and lr", s.r) for s in cfg.rank_seed]
+    for name, what, rank in arms:
         out += [Work(st.name, name, f"train {trained:,} pairs ({_steps(cfg.optim, trained)}), {what}", 'train.dpo', trained, 'dpo_pair',
-                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch),
+                     checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch,
+                     rank=rank),
                 Work(st.name, name, f"audit: {audit:,} prompts, greedy", 'generate', audit, 'dpo_audit', p.serving.max_new_tokens)]
     return out + [_reads(p, st, 'sft and dpo')]
 
@@ -319,7 +322,8 @@ def repair_work(p: Profile, st: Stage, run=None) -> list[Work]:
     if steps is None: raise EstimateError(f"{p.path}: repair.optim.steps is not set (the mix's size is only known after sampling)")
     return [*_sampling(p, st, cfg.pool, cfg.sampling, 1, 1, 'repair.pool'),
             Work(st.name, 'train', f"train {steps * cfg.optim.effective_batch:,} examples ({steps:,} steps x {cfg.optim.effective_batch})",
-                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(cfg.optim, steps), batch=cfg.optim.effective_batch),
+                 'train.sft', steps * cfg.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(cfg.optim, steps), batch=cfg.optim.effective_batch,
+                 rank=cfg.lora.r),
             _reads(p, st, 'dpo and repair')]
 
 def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
@@ -330,7 +334,8 @@ def rounds_work(p: Profile, st: Stage, run=None) -> list[Work]:
     for a in r.arms:
         out.append(Work(st.name, a.name, f"train {a.steps * r.optim.effective_batch:,} examples ({a.steps:,} steps x "
                         f"{r.optim.effective_batch}), {a.mix} mix of {a.pool}, from {arm_warm_start(p, a)}", 'train.sft',
-                        a.steps * r.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(r.optim, a.steps), batch=r.optim.effective_batch))
+                        a.steps * r.optim.effective_batch, 'mix_example', checkpoints=Checkpointing.of(r.optim, a.steps), batch=r.optim.effective_batch,
+                        rank=r.lora.r))
     return out
 
 
@@ -382,12 +387,13 @@ def soups_work(p: Profile, st: Stage, run=None) -> list[Work]:
     "One retrained parent per seed (the stage's recipe), then every parent and soup evaluated on the soups' instruments."
     cfg = _section(p, 'soups')
     arms = {a.name: a for a in (p.rounds.arms if p.rounds else ())}
-    if cfg.stage == 'repair' and p.repair and p.repair.optim.steps: steps, optim = p.repair.optim.steps, p.repair.optim
-    elif cfg.stage in arms: steps, optim = arms[cfg.stage].steps, p.rounds.optim
+    if cfg.stage == 'repair' and p.repair and p.repair.optim.steps: steps, optim, rank = p.repair.optim.steps, p.repair.optim, p.repair.lora.r
+    elif cfg.stage in arms: steps, optim, rank = arms[cfg.stage].steps, p.rounds.optim, p.rounds.lora.r
     else: raise EstimateError(f"{p.path}: soups.stage {cfg.stage!r}: the estimate knows the recipes of the repair stage (with steps) and of the arms")
     eff = optim.effective_batch
     out = [Work(st.name, f"{cfg.stage}-s{seed}", f"retrain {cfg.stage} with seed {seed} ({steps:,} steps x {eff})", 'train.sft',
-                steps * eff, 'mix_example', checkpoints=Checkpointing.of(optim, steps), batch=optim.effective_batch) for seed in cfg.seeds]
+                steps * eff, 'mix_example', checkpoints=Checkpointing.of(optim, steps), batch=optim.effective_batch, rank=rank)
+           for seed in cfg.seeds]
     names = [f"{cfg.stage}-s{s}" for s in cfg.seeds] + [f"soup_{m}" for m in cfg.methods] + ([cfg.stage] if cfg.include_stage else [])
     return out + [w for name in names for w in _evaluate(p, st, name, cfg.instruments, run)]
 
