@@ -88,8 +88,10 @@ def _declared(f: Path, data) -> list[Rate]:
     for k, v in rates.items():
         if not isinstance(v, Mapping) or not {'value', 'unit'} <= set(v):
             raise EstimateError(f"{f}: rates.{k}: needs 'value' and 'unit' (and a 'what' line)")
-        out.append(Rate(k, lookup(v, 'value', f"{f}: rates.{k}"), str(v['unit']), str(f), f"rates.{k}", str(v.get('what', '')),
-                        int(v['lora_r']) if v.get('lora_r') is not None else None))
+        r = v.get('lora_r')
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
+            raise EstimateError(f"{f}: rates.{k}.lora_r is {r!r}, not a LoRA rank (a positive whole number)")
+        out.append(Rate(k, lookup(v, 'value', f"{f}: rates.{k}"), str(v['unit']), str(f), f"rates.{k}", str(v.get('what', '')), r))
     return out
 
 def read_rates(folder: str | Path) -> dict[str, Rate]:
