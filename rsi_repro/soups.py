@@ -7,24 +7,23 @@ from __future__ import annotations
 import json, math, shutil, tempfile, time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .io import atomic_write_text, package_versions, portable, sha256_file
 from .layout import EVIDENCE
 
 # %% auto #0
-__all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'read_adapter', 'adapter_deltas', 'mean_deltas', 'relative_errors',
-           'SoupMethod', 'soup_method', 'pad_to_rank', 'check_parents', 'make_soups', 'write_soup_evidence',
-           'soup_report', 'layer_errors', 'degeneracy']
+__all__ = ['SOUP_METHODS', 'SOUP_PACKAGES', 'lora_scaling', 'adapter_files', 'read_adapter', 'lazy_deltas', 'adapter_deltas',
+           'mean_deltas', 'relative_errors', 'SoupMethod', 'soup_method', 'pad_to_rank', 'check_parents', 'make_soups',
+           'write_soup_evidence', 'module_errors', 'soup_report', 'layer_errors', 'degeneracy']
 
 # %% ../nbs/51_soups.ipynb #c005
 def lora_scaling(cfg: Mapping) -> float:
     "alpha/r, or alpha/√r under rsLoRA."
     return cfg['lora_alpha'] / (math.sqrt(cfg['r']) if cfg.get('use_rslora') else cfg['r'])
 
-def read_adapter(folder: str | Path) -> tuple[dict, dict]:
-    "(adapter_config, {tensor name: tensor}) of a PEFT adapter folder."
-    from safetensors.torch import load_file
+def adapter_files(folder: str | Path) -> tuple[dict, Path]:
+    "(adapter_config, path of its safetensors) of a PEFT adapter folder; no tensor is read."
     folder = Path(folder)
     cfg_path, w_path = folder / 'adapter_config.json', folder / 'adapter_model.safetensors'
     for p in (cfg_path, w_path):
@@ -32,21 +31,33 @@ def read_adapter(folder: str | Path) -> tuple[dict, dict]:
     cfg = json.loads(cfg_path.read_text())
     if cfg.get('rank_pattern') or cfg.get('alpha_pattern'):
         raise ValueError(f"{folder}: per-module rank/alpha patterns are not supported by the soups")
+    return cfg, w_path
+
+def read_adapter(folder: str | Path) -> tuple[dict, dict]:
+    "(adapter_config, {tensor name: tensor}) of a PEFT adapter folder."
+    from safetensors.torch import load_file
+    cfg, w_path = adapter_files(folder)
     return cfg, load_file(str(w_path))
 
+def lazy_deltas(folder: str | Path) -> tuple[list, Callable]:
+    """(wrapped modules, module -> ΔW = s·B·A in float64), reading one module's two factors per call: the card's
+    r=768 adapter wraps 128 experts a layer, whose ΔW together are hundreds of GB in float64; one module's are MBs."""
+    from safetensors import safe_open
+    cfg, w_path = adapter_files(folder)
+    weights, s = safe_open(str(w_path), framework='pt'), lora_scaling(cfg)
+    names = set(weights.keys())
+    mods = sorted(k[:-len('.lora_A.weight')] for k in names if k.endswith('.lora_A.weight'))
+    if not mods: raise ValueError(f"{folder}: no LoRA weights found")
+    for mod in mods:
+        if f"{mod}.lora_B.weight" not in names: raise ValueError(f"{folder}: {mod} has lora_A but no lora_B")
+    def delta(mod: str):
+        return s * (weights.get_tensor(f"{mod}.lora_B.weight").double() @ weights.get_tensor(f"{mod}.lora_A.weight").double())
+    return mods, delta
+
 def adapter_deltas(folder: str | Path) -> dict:
-    "{module: ΔW = s·B·A} (float64) of every module the adapter wraps."
-    cfg, sd = read_adapter(folder)
-    s = lora_scaling(cfg)
-    out = {}
-    for k, a in sd.items():
-        if not k.endswith('.lora_A.weight'): continue
-        mod = k[:-len('.lora_A.weight')]
-        b = sd.get(f"{mod}.lora_B.weight")
-        if b is None: raise ValueError(f"{folder}: {mod} has lora_A but no lora_B")
-        out[mod] = s * (b.double() @ a.double())
-    if not out: raise ValueError(f"{folder}: no LoRA weights found")
-    return out
+    "{module: ΔW = s·B·A} (float64) of every module the adapter wraps, all at once (small adapters, tests)."
+    mods, delta = lazy_deltas(folder)
+    return {m: delta(m) for m in mods}
 
 def mean_deltas(deltas: Sequence[Mapping]) -> dict:
     "The layer-by-layer mean of several adapters' ΔW (they must wrap the same modules)."
@@ -176,15 +187,26 @@ def write_soup_evidence(folder: str | Path, method: str, parents: Mapping[str, s
     return ev
 
 # %% ../nbs/51_soups.ipynb #c013
+def module_errors(parents: Mapping[str, str | Path], soups: Mapping[str, str | Path]) -> dict:
+    """{soup: {module: ‖ΔW_soup − mean parents' ΔW‖_F / ‖mean‖_F}}, one module at a time, so that memory holds one
+    module's ΔW (and the running mean), not every module's of every adapter."""
+    readers = {n: lazy_deltas(f) for n, f in {**parents, **soups}.items()}
+    first = next(iter(parents)); mods = readers[first][0]
+    for n, (m, _) in readers.items():
+        if m != mods: raise ValueError(f"{n} wraps other modules than {first}: {sorted(set(m) ^ set(mods))[:3]}")
+    out = {s: {} for s in soups}
+    for mod in mods:
+        mean = sum(readers[n][1](mod) for n in parents) / len(parents)
+        scale = mean.norm().clamp_min(1e-30)
+        for s in soups: out[s][mod] = float((readers[s][1](mod) - mean).norm() / scale)
+    return out
+
 def soup_report(parents: Mapping[str, str | Path], soups: Mapping[str, str | Path]) -> 'pd.DataFrame':
     "One row per soup: method, rank, ΔW distance from the parents' mean ΔW (mean and max over modules)."
     import pandas as pd
-    mean = mean_deltas([adapter_deltas(p) for p in parents.values()])
     rows = []
-    for m, folder in soups.items():
-        cfg, _ = read_adapter(folder)
-        err = relative_errors(adapter_deltas(folder), mean)
-        rows.append({'soup': m, 'method': SOUP_METHODS[m].doc, 'rank': cfg['r'], 'modules': len(err),
+    for m, err in module_errors(parents, soups).items():
+        rows.append({'soup': m, 'method': SOUP_METHODS[m].doc, 'rank': adapter_files(soups[m])[0]['r'], 'modules': len(err),
                      'rel_error_mean': sum(err.values()) / len(err), 'rel_error_max': max(err.values()),
                      'exact_mean': max(err.values()) < 1e-5})
     return pd.DataFrame(rows)
@@ -192,8 +214,7 @@ def soup_report(parents: Mapping[str, str | Path], soups: Mapping[str, str | Pat
 def layer_errors(parents: Mapping[str, str | Path], soups: Mapping[str, str | Path]) -> 'pd.DataFrame':
     "Modules × soups: relative ΔW distance from the parents' mean."
     import pandas as pd
-    mean = mean_deltas([adapter_deltas(p) for p in parents.values()])
-    return pd.DataFrame({m: relative_errors(adapter_deltas(f), mean) for m, f in soups.items()}).rename_axis('module')
+    return pd.DataFrame(module_errors(parents, soups)).rename_axis('module')
 
 # %% ../nbs/51_soups.ipynb #c020
 def degeneracy(answers: Mapping[str, 'pd.DataFrame'],  # checkpoint -> generation rows (id, response)
