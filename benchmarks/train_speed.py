@@ -18,10 +18,11 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   padding_free (attention-only architectures) or length_grouping (Nemotron-H), exactly as a stage calls it;
   `ours-liger` the same with `optim.kernels: liger` (Liger's RMSNorm and rotary kernels in the base's layers);
   `ours-compile` with `kernels: compile` (the base's regions through torch.compile: whole decoder layers on Qwen3-MoE,
-  norms and activations on Nemotron-H, `train.COMPILE_REGIONS`); `ours-compile-norms[-padN]` the norms and activations
-  alone on every architecture, the regions before whole layers (a baseline; it sets no rate); `ours-compile-layers-padN`
-  Nemotron-H's attention and MoE layers whole and its Mamba layers' norms (`train.compile_layers_but_mamba`, a
-  candidate; it sets no rate);
+  whole attention and MoE layers and the Mamba layers' norms on Nemotron-H, `train.COMPILE_REGIONS`);
+  `ours-compile-norms[-padN]` the norms and activations alone on every architecture, the regions before whole layers (a
+  baseline; it sets no rate); `ours-compile-layers-padN` Nemotron-H's attention and MoE layers whole and its Mamba
+  layers' norms (`train_setup.compile_layers_but_mamba`; since 2026-12-07 the registry's own, so the same as
+  `ours-compile-padN` there; it sets no rate: its rows measured the regions while they were a candidate);
   `ours-compile-padN` with `optim.pad_to_multiple_of: N` (each micro-batch's length rounded up to a multiple of N);
   `ours-indexed` the same with the experts' routed rows moved by plain indexing, as before `train.routed_rows`;
 - `trl-MxG[-ckpt]`: TRL's SFTTrainer as a user sets it up, PEFT LoRA, bf16, with Liger's kernels (`use_liger_kernel`),
@@ -95,7 +96,8 @@ def compiled_norms():
 @contextlib.contextmanager
 def compiled_layers_but_mamba():
     """`optim.kernels: compile` with Nemotron-H's attention and MoE layers compiled whole and its Mamba layers' norms
-    (`train.compile_layers_but_mamba`), the candidate the registry does not use yet: its rows set no rate."""
+    (`train_setup.compile_layers_but_mamba`), whatever the registry holds: the candidate's rows, before the registry took
+    it (2026-12-07), set no rate."""
     import rsi_repro.train_setup as T
     saved = T.COMPILE_REGIONS.get('nemotron_h')
     T.COMPILE_REGIONS['nemotron_h'] = T.compile_layers_but_mamba
@@ -781,7 +783,7 @@ def main():
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v.startswith('ours-compile-pad'):    # ours-compile-padN: optim.pad_to_multiple_of N
                 res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=int(v.removeprefix('ours-compile-pad')))
-            elif v.startswith('ours-compile-layers-pad'):   # ours-compile-layers-padN: the candidate regions on Nemotron-H
+            elif v.startswith('ours-compile-layers-pad'):   # ours-compile-layers-padN: the whole attention and MoE layers on Nemotron-H
                 with compiled_layers_but_mamba():
                     res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile',
                                pad=int(v.removeprefix('ours-compile-layers-pad')))

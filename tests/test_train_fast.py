@@ -342,6 +342,26 @@ def test_liger_kernels_train_as_the_plain_layers_do(tmp_path, arch, kernels, lig
     assert ref['key']['kernels'] == kernels and ref['kernel_modules'] == ev['kernel_modules'] and ref['kept'] == 4
 
 
+
+def test_dpo_with_compiled_layers_trains_as_the_plain_layers_do(tmp_path):
+    """DPO on Nemotron-H with `optim.kernels: compile` (each attention and MoE layer whole): one compiled function a layer
+    class meets the policy's passes with gradients and the reference's without, masks of many lengths, through layers
+    beside Mamba ones; two steps give the plain run's losses, and the evidence names the regions."""
+    from rsi_repro.io import write_jsonl
+    from rsi_repro.train import train_dpo
+    base = tiny_base(tmp_path, 'nemotron_h')
+    write_jsonl(tmp_path / 'pairs.jsonl', [{'prompt': [{'role': 'user', 'content': f'Question {i}?'}],
+                                            'chosen': [{'role': 'assistant', 'content': f'Answer {i}.'}],
+                                            'rejected': [{'role': 'assistant', 'content': ' '.join(['no'] * (3 * i + 1))}]} for i in range(8)])
+    plain = optim(micro_batch=2, grad_accum=2, steps=2, seq_len=128)
+    kw = dict(beta=0.1, nll_weight=1.0, report_to=[])
+    ev0 = train_dpo(base, 'nemotron_h', tmp_path / 'pairs.jsonl', Lora(r=4, alpha=8), plain, tmp_path / 'plain', tag='plain', **kw)
+    ev = train_dpo(base, 'nemotron_h', tmp_path / 'pairs.jsonl', Lora(r=4, alpha=8), replace(plain, kernels='compile'),
+                   tmp_path / 'compiled', tag='compiled', **kw)
+    loss = lambda d: [r['loss'] for r in json.loads((tmp_path / d / 'log_history.json').read_text()) if 'loss' in r]
+    assert 'kernel_modules' not in ev0 and ev['compile_regions'] == 'compile_layers_but_mamba' and ev['kernel_modules'] > 0
+    assert len(loss('plain')) == 2 and loss('compiled') == pytest.approx(loss('plain'), rel=1e-5)
+
 def base_layers(base: ModelRef) -> int:
     return json.loads((Path(base.base) / 'config.json').read_text())['num_hidden_layers']
 
@@ -399,15 +419,16 @@ def test_training_tokens_are_those_of_the_trained_micro_batches(tmp_path, monkey
 
 
 @pytest.mark.parametrize('arch,checkpointing,regions', [('qwen3_moe', False, None), ('qwen3_moe', True, None), ('nemotron_h', False, None),
-                                                     ('nemotron_h', False, 'compile_layers_but_mamba')])
+                                                     ('nemotron_h', False, 'compile_norms_and_activations')])
 def test_compiled_layers_train_as_the_plain_layers_do(tmp_path, monkeypatch, arch, checkpointing, regions):
-    """`optim.kernels: compile` (each decoder layer whole on Qwen3-MoE; each RMSNorm and each experts module's activation
-    on Nemotron-H, whose Mamba kernels break a layer's graph; or there, with `regions`, each attention and MoE layer whole
-    and each Mamba layer's norm): two steps over rows of many lengths give the plain run's losses and gradients, with
-    activation checkpointing recomputing a compiled layer too, and the evidence counts every region as compiled and
-    names which. A region left eager, or compiled wrong, fails one or the other."""
+    """`optim.kernels: compile` (each decoder layer whole on Qwen3-MoE; each attention and MoE layer whole and each Mamba
+    layer's norm on Nemotron-H, whose Mamba kernels break a layer's graph; or there, with `regions`, each RMSNorm and each
+    experts module's activation, the regions before): two steps over rows of many lengths give the plain run's losses and
+    gradients, with activation checkpointing recomputing a compiled layer too, and the evidence counts every region as
+    compiled and names which. A region left eager, or compiled wrong, fails one or the other."""
     import rsi_repro.train_setup as T
     if regions: monkeypatch.setitem(T.COMPILE_REGIONS, arch, getattr(T, regions))
+    regions = T.compile_regions(arch).__name__
     base = tiny_base(tmp_path, arch)
     path = mix(tmp_path, 16, base=base)
     plain = optim(micro_batch=2, grad_accum=4, steps=2, length_grouping=True, activation_checkpointing=checkpointing)
