@@ -29,7 +29,7 @@ measured output rate of a batch gives decode steps per second (rate / batch; pre
     python benchmarks/flops.py --generation    # benchmarks/results/generation_hbm.json from the committed generation runs
 """
 
-SPEC_PEAK = {'NVIDIA H200': 989.4e12}   # dense bf16 tensor-core FLOP/s, the vendor's figure for the SXM part (no sparsity)
+SPEC_PEAK = {'NVIDIA H200': 989.4e12, 'NVIDIA H100 80GB HBM3': 989.4e12}   # dense bf16 tensor-core FLOP/s, the vendor's figure for the SXM parts (no sparsity)
 SPEC_HBM = {'NVIDIA H200': 4.8e12}      # HBM bytes/s, the vendor's figure
 
 

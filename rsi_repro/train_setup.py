@@ -13,12 +13,12 @@ from .config import Lora, Optim
 from .generate import ModelRef, check_adapter_base
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_REGIONS', 'VARLEN_ATTENTION', 'LEAN_EXPERTS',
-           'lora_targets', 'lora_config', 'load_for_training', 'Diverged', 'finite_watch', 'check_finite_adapter',
-           'Split', 'checkpointing', 'trainer_kwargs', 'check_kernels', 'compile_norms_and_activations',
-           'compile_decoder_layers', 'base_model_type', 'compile_regions', 'compile_layers', 'apply_kernels',
-           'kernel_modules', 'compile_layers_but_mamba', 'lora_bf16_inputs', 'varlen_attention', 'use_varlen_attention',
-           'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts']
+__all__ = ['LORA_TARGETS', 'REFUSED_TARGETS', 'LIGER_LAYERS', 'COMPILE_RECOMPILE_LIMIT', 'COMPILE_REGIONS', 'VARLEN_ATTENTION',
+           'LEAN_EXPERTS', 'lora_targets', 'lora_config', 'load_for_training', 'Diverged', 'finite_watch',
+           'check_finite_adapter', 'Split', 'checkpointing', 'trainer_kwargs', 'check_kernels',
+           'compile_norms_and_activations', 'compile_decoder_layers', 'base_model_type', 'compile_regions',
+           'compile_layers', 'apply_kernels', 'kernel_modules', 'compile_layers_but_mamba', 'lora_bf16_inputs',
+           'varlen_attention', 'use_varlen_attention', 'routed_rows', 'lean_grouped_mm_experts', 'use_lean_experts']
 
 # %% ../nbs/31a_train_setup.ipynb #c005
 LORA_TARGETS = {
@@ -186,6 +186,7 @@ def compile_decoder_layers(net) -> None:
         if isinstance(m, torch.nn.ModuleList) and name.endswith('layers'):
             for layer in m: layer.compile(dynamic=None)
 
+COMPILE_RECOMPILE_LIMIT = 32   # compiled entries a code object may hold (dynamo's default is 8): see `compile_layers`
 COMPILE_REGIONS = {'llama': compile_decoder_layers, 'qwen3_moe': compile_decoder_layers}   # a test trains each so;
                                                         # nemotron_h: `compile_layers_but_mamba`, below
 
@@ -197,13 +198,19 @@ def compile_regions(model_type: str):
     "The regions `optim.kernels: compile` hands to torch.compile for a model type; the norms and activations where none is listed."
     return COMPILE_REGIONS.get(model_type, compile_norms_and_activations)
 
+
+# %% ../nbs/31a_train_setup.ipynb #c012kcl
 def compile_layers(net) -> str:
     """`optim.kernels: compile`: the base's regions through torch.compile (which regions: `COMPILE_REGIONS`, by model type);
     their name, for the evidence. Layers of one class share their compiled code; a layer that would have to compile once
-    too often fails instead of falling back to eager without a word."""
+    too often fails instead of falling back to eager without a word. Every decoder layer, of every class, enters through
+    one function (transformers' `GradientCheckpointingLayer`), so each layer kind, grad mode, mask or none and adapter
+    state takes one of that function's compiled entries: a DPO run on a tiny Nemotron-H takes 6 of dynamo's default 8,
+    hence `COMPILE_RECOMPILE_LIMIT`; a layer recompiled for every length would still pass that within a few dozen batches."""
     import torch._dynamo
     cfg = torch._dynamo.config
     if hasattr(cfg, 'fail_on_recompile_limit_hit'): cfg.fail_on_recompile_limit_hit = True
+    if hasattr(cfg, 'recompile_limit'): cfg.recompile_limit = max(cfg.recompile_limit, COMPILE_RECOMPILE_LIMIT)
     regions = compile_regions(base_model_type(net))
     regions(net)
     return regions.__name__

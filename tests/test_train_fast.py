@@ -16,6 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 BASE = ModelRef(str(ROOT / 'data/tiny_base'))
 
 
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    "Each test compiles from nothing: one process's compiled entries are shared by every model's layers, so a test's would count against the next's limit."
+    yield
+    torch._dynamo.reset()
+
+
 def grad_recorder():
     "A callback keeping the LoRA gradients of every optimiser step (after accumulation, before the update)."
     from transformers import TrainerCallback
