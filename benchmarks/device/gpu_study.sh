@@ -184,9 +184,9 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels/slim (unsloth, unsloth_zoo and a
          # bitsandbytes slimmed to its CUDA 13 library, built by tools/gpu_ship/unsloth_wheels.py, installed --no-deps:
          # their metadata caps trl and datasets below the pipeline's pins), on the path of their own jobs only, offline.
-         # Beside .mamba_wheels they pass the carry limit: carry them in a later call on the same machine (/tmp/mamba_site stays). The GPU's clocks, power and temperature are
+         # Beside .mamba_wheels they pass the carry limit: carry them in a later call on the same machine (/tmp/mamba_site stays),
+         # before an Unsloth job starts (they install then). The GPU's clocks, power and temperature are
          # sampled every 2 s while the lane runs (clocks_HHMMSS.csv, one file per lane run: a later call on the same machine keeps the earlier file), so that a slow stretch can be told from a throttled card.
-         [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
          nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active,memory.used \
            --format=csv -l 2 > "$OUT/clocks_$(date +%H%M%S).csv" 2>/dev/null & clocks=$!
          IFS=';' read -ra joblist <<< "$jobs"
@@ -195,6 +195,9 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
            while [[ "${1:-}" == *=* ]]; do envs+=("$1"); shift; done
            shape=$1; shift
            path=/tmp/mamba_site:$PYTHONPATH
+           # installed when its job starts, not when the lane does: a later call may carry .unsloth_wheels meanwhile
+           [[ "$*" == *unsloth-* ]] && [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && \
+             python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
            [[ "$*" == *unsloth-* ]] && { path=/tmp/unsloth_site:$path
              envs+=(HF_HUB_OFFLINE=1 UNSLOTH_DISABLE_STATISTICS=1 UNSLOTH_COMPILE_LOCATION=/tmp/unsloth_compiled_cache); }
            log="$OUT/speed_${shape}_${1}_$(date +%H%M%S).log"     # timed: a later call's job of the same shape keeps its own log
