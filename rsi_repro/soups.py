@@ -44,7 +44,9 @@ def lazy_deltas(folder: str | Path) -> tuple[list, Callable]:
     r=768 adapter wraps 128 experts a layer, whose ΔW together are hundreds of GB in float64; one module's are MBs."""
     from safetensors import safe_open
     cfg, w_path = adapter_files(folder)
-    weights, s = safe_open(str(w_path), framework='pt'), lora_scaling(cfg)
+    try: weights = safe_open(str(w_path), framework='pt')
+    except Exception as e: raise ValueError(f"{w_path}: not a readable safetensors file ({e})") from None
+    s = lora_scaling(cfg)
     names = set(weights.keys())
     mods = sorted(k[:-len('.lora_A.weight')] for k in names if k.endswith('.lora_A.weight'))
     if not mods: raise ValueError(f"{folder}: no LoRA weights found")
