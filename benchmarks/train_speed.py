@@ -626,18 +626,23 @@ def commit_of(row) -> str:
     "The commit a row's run measured (its note's first word, as the runs of a device session are noted), else its date."
     return row['note'].split(';')[0].strip() if row['note'] else row['date']
 
+RATE_RANKS = {'sft': 768, 'dpo': 64}   # the ranks a plain training key is measured at: --r's default (the card's), the profile's DPO rank
+
 def rate_rows(summary) -> dict[str, list[dict]]:
     """The summary rows each rate comes from: per shape the estimate knows, per stage and per what a rate's key names
-    (`optim.kernels`, `optim.pad_to_multiple_of`: `rsi_repro.estimate.training_tag`), the library's rows of the last
+    (`optim.kernels`, `optim.pad_to_multiple_of`: `rsi_repro.estimate.training_tag`; a rank other than `RATE_RANKS`'s
+    under its own key, `rsi_repro.estimate.rank_key`), the library's rows of the last
     commit measured (`ours` for `train.sft.<shape>`, `ours-compile` for `train.sft-compile.<shape>`, `ours-compile-pad16`
     for `train.sft-compile-pad16.<shape>`, `ours-dpo`, the profile's DPO settings, for `train.dpo.<shape>`): the keys
     `rsi-repro estimate` asks for by the profile's settings. Several rows of one commit are repeated runs of one thing."""
-    from rsi_repro.estimate import training_tag
+    from rsi_repro.estimate import rank_key, training_tag
     rows = {}
     for row in summary:
         if row['library'] and row['shape'] in ESTIMATE_SHAPES and not row.get('tag'):   # a tag marks a departure from the library's own run
             pad = (row['settings'] or {}).get('pad_to_multiple_of', 1)
-            rows.setdefault(f"train.{row['stage']}{training_tag(row_kernels(row), pad)}.{ESTIMATE_SHAPES[row['shape']]}", []).append(row)
+            key = f"train.{row['stage']}{training_tag(row_kernels(row), pad)}.{ESTIMATE_SHAPES[row['shape']]}"
+            if row['lora_r'] != RATE_RANKS[row['stage']]: key = rank_key(key, row['lora_r'])   # another rank's rate: its own key
+            rows.setdefault(key, []).append(row)
     return {key: [r for r in rs if commit_of(r) == commit_of(rs[-1])] for key, rs in rows.items()}
 
 

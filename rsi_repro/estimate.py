@@ -12,13 +12,13 @@ from typing import Mapping, Optional, Sequence
 from .config import Profile
 
 # %% auto #0
-__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'Rate', 'lookup', 'read_rates', 'shape_of', 'training_tag', 'rate_keys',
-           'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows', 'preemption',
-           'preemption_lines', 'measured_line', 'rank_lines', 'format_estimate', 'to_json', 'estimate_command',
-           'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
-           'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
-           'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
-           'profile_work', 'MEASURED', 'measure_lengths']
+__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'Rate', 'lookup', 'read_rates', 'shape_of', 'training_tag', 'rank_key',
+           'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows',
+           'preemption', 'preemption_lines', 'measured_line', 'rank_lines', 'format_estimate', 'to_json',
+           'estimate_command', 'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS',
+           'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests',
+           'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work',
+           'eval_work', 'soups_work', 'profile_work', 'MEASURED', 'measure_lengths']
 
 # %% ../nbs/94_estimate.ipynb #c003s
 from .workload import (
@@ -129,6 +129,13 @@ def training_tag(kernels: str, pad_to_multiple_of: int = 1) -> str:
     nothing for none, '-compile', '-liger') and the micro-batches' length multiple (`optim.pad_to_multiple_of`: '-pad16')."""
     return ('' if kernels == 'none' else f'-{kernels}') + (f'-pad{pad_to_multiple_of}' if pad_to_multiple_of > 1 else '')
 
+def rank_key(key: str, rank: int) -> str:
+    """A training rate's key at one LoRA rank, for a rate measured at a rank other than its family's usual one (SFT-shaped
+    runs at the card's r=768, DPO at the profile's r=64): `train.sft-compile-pad16.<shape>` at r=64 is
+    `train.sft-compile-pad16-r64.<shape>`. Work at that rank is priced there where the results hold it."""
+    group, kind, shape = key.split('.', 2)
+    return f"{group}.{kind}-r{rank}.{shape}"
+
 def _optim_tag(optim) -> str: return training_tag(optim.kernels, optim.pad_to_multiple_of)
 
 def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -159,6 +166,7 @@ class Line:
     bound: bool                             # an upper bound went into it
     hours: Mapping[str, Optional[float]]    # None where the rate is missing
     under: bool = False                     # priced at a rate measured with a smaller adapter: below its cost
+    rate_key: Optional[str] = None          # the training rate that priced it (its rank's own, where the results hold one)
 
 def _columns(kind: str) -> dict[str, str]:
     if kind == 'generate': return {b: f"generate.{b}" for b in GPU_BACKENDS}
@@ -173,15 +181,18 @@ def price(works: Sequence[Work], lengths: Mapping[str, Length], rates: Mapping[s
         L = lengths.get(w.length)
         per = None if L is None else (min(L.tokens, w.cap) if w.cap else L.tokens)
         tokens = None if per is None else w.count * per
-        hours, under = {}, False
+        hours, under, priced_by = {}, False, None
         for col, kind in _columns(w.kind).items():
-            r = rates.get(keys[kind])
+            key = keys[kind]
+            if kind.startswith('train.') and w.rank is not None and rank_key(key, w.rank) in rates: key = rank_key(key, w.rank)
+            r = rates.get(key)
             if r is None: missing.add(keys[kind]); hours[col] = None; continue
+            if kind.startswith('train.'): priced_by = key
             under |= None not in (w.rank, r.lora_r) and w.rank > r.lora_r
             unit = 'rows' if tokens is None else 'tokens'
             if unit not in r.unit: raise EstimateError(f"rate {r.key!r} ({r.file}) is in {r.unit!r}; {w.stage}/{w.part} needs {unit} per second")
             hours[col] = (w.count if tokens is None else tokens) / r.value / 3600
-        lines.append(Line(w, tokens, w.bound or bool(L and L.bound), hours, under))
+        lines.append(Line(w, tokens, w.bound or bool(L and L.bound), hours, under, priced_by))
     return lines, sorted(missing)
 
 # %% ../nbs/94_estimate.ipynb #c036
@@ -257,7 +268,7 @@ def estimate(profile: Profile,
     if missing and not partial: raise EstimateError(missing_message(missing, rates, rates_dir))
     used = {w.length for w in works if w.length}
     return Estimate(str(profile.path), profile.base.name_or_path, base_shape, rate_shape, tuple(lines), keys,
-                    {k: rates[k] for k in keys.values() if k in rates}, {k: lengths[k] for k in sorted(used)}, tuple(missing), str(rates_dir),
+                    {k: rates[k] for k in {*keys.values(), *(l.rate_key for l in lines if l.rate_key)} if k in rates}, {k: lengths[k] for k in sorted(used)}, tuple(missing), str(rates_dir),
                     {k: own[k] for k in keys if keys[k] != own[k]})
 
 
@@ -355,7 +366,7 @@ def rank_lines(est: Estimate) -> list[str]:
     adapter costs fewer FLOPs a token), at a smaller rank's rate below its cost, its hours then marked no bound."""
     seen = {}
     for l in est.lines:
-        r = est.rates.get(est.keys.get(l.work.kind, ''))
+        r = est.rates.get(l.rate_key or est.keys.get(l.work.kind, ''))
         if l.work.rank is None or r is None or r.lora_r is None or r.lora_r == l.work.rank: continue
         seen.setdefault((l.work.stage, l.work.rank, r.key, r.lora_r), []).append(l.work.part)
     out = [f"  {stage} {', '.join(parts)} (r={rank}) at {key}, measured at r={rate_r}: " +
@@ -387,6 +398,9 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
         if kind not in used: continue
         r = est.rates.get(key)
         out.append(f"  {kind:<22} {key}{' (stand-in, --rate)' if kind in est.stand_ins else ''}: " + (f"{r.value:,.1f} {r.unit}  [{Path(r.file).name}: {r.path}] {r.what}" if r else "MISSING"))
+    for key in sorted({l.rate_key for l in est.lines if l.rate_key} - set(keys.values())):    # a rank's own training rate
+        r = est.rates[key]
+        out.append(f"  {'(r=' + str(r.lora_r) + ')':<22} {key}: {r.value:,.1f} {r.unit}  [{Path(r.file).name}: {r.path}] {r.what}")
     out += ['', 'Mean lengths (tokens per completion, example or pair):']
     out += [f"  {k:<12} {'<=' if L.bound else ''}{L.tokens:,.1f}  {L.source}" for k, L in est.lengths.items()]
     caps = sorted({(l.work.length, l.work.cap) for l in est.lines if l.work.cap and est.lengths[l.work.length].tokens > l.work.cap})
@@ -401,7 +415,8 @@ def to_json(est: Estimate) -> dict:
     return {'profile': est.profile, 'base': est.base, 'base_shape': est.base_shape, 'rate_shape': est.rate_shape,
             'rates_dir': est.rates_dir, 'keys': dict(est.keys), 'stand_ins': dict(est.stand_ins), 'missing': list(est.missing),
             'rates': {k: asdict(r) for k, r in est.rates.items()}, 'lengths': {k: asdict(L) for k, L in est.lengths.items()},
-            'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'under': l.under, 'hours': dict(l.hours)} for l in est.lines],
+            'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'under': l.under, 'rate_key': l.rate_key,
+                       'hours': dict(l.hours)} for l in est.lines],
             'preemption': preemption(est),
             'totals': {k: _sum(l.hours[k] for l in est.lines if k in l.hours) for k in (*GPU_BACKENDS, 'cpu')}}
 

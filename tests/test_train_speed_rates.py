@@ -200,3 +200,30 @@ def test_dpo_with_compile_and_padding_sets_its_own_rate_and_a_candidate_sets_non
     asked = rate_keys(replace(nemotron, dpo=replace(nemotron.dpo, optim=dpo_optim)), 'nemotron_h-30b-a3b')
     assert asked['train.dpo'] in rates and asked['train.dpo_reference'] in rates
     assert all(v['lora_r'] in (64, 768) for v in DOC['rates'].values())
+
+
+def test_a_rate_at_another_rank_has_its_own_key_and_prices_that_rank(tmp_path):
+    """An SFT run at r=64 (a `gpu_study.sh speed` job with `--r=64 --alpha=128`) sets `train.sft-compile-pad16-r64.<shape>`
+    and leaves the card rank's rate alone. The estimate then prices the profile's r=64 SFT epochs at it, the r=768 stages
+    (repair, rounds) at the card rank's rate, and names no other rank's rate for the epochs."""
+    import shutil
+    from rsi_repro.estimate import estimate, rank_key, rank_lines
+    ts = train_speed()
+    sft = [r for r in DOC['summary'] if r['library'] and r['variant'] == 'ours-compile-pad16' and r['shape'] == 'nemotron-h-31b'][-1]
+    key, fast = 'train.sft-compile-pad16.nemotron_h-30b-a3b', {**sft, 'lora_r': 64, 'tokens_per_s': 20000.0}
+    rates = ts.rates_from_summary([sft, fast])
+    assert rates[key]['value'] == sft['tokens_per_s'] and rates[key]['lora_r'] == 768
+    assert rates[rank_key(key, 64)]['value'] == 20000.0 and rates[rank_key(key, 64)]['lora_r'] == 64 and 'r=64' in rates[rank_key(key, 64)]['what']
+    folder = tmp_path / 'results'; shutil.copytree(RESULTS, folder)
+    doc = json.loads((folder / 'train_speed.json').read_text())
+    doc['rates'][rank_key(key, 64)] = rates[rank_key(key, 64)]
+    (folder / 'train_speed.json').write_text(json.dumps(doc))
+    est = estimate(load_profile(ROOT / 'configs' / 'nemotron.yaml'), folder)
+    trained = [l for l in est.lines if l.work.kind == 'train.sft']
+    epochs, card_rank = [l for l in trained if l.work.stage == 'sft'], [l for l in trained if l.work.stage != 'sft']
+    assert len(epochs) == 3 and {l.work.rank for l in epochs} == {64} and {l.work.rank for l in card_rank} == {768}
+    assert all(l.rate_key == rank_key(key, 64) and l.hours['vllm'] == l.tokens / 20000.0 / 3600 for l in epochs)
+    assert all(l.rate_key == key and l.hours['vllm'] == l.tokens / doc['rates'][key]['value'] / 3600 for l in card_rank)
+    assert not any(line.startswith('  sft ') for line in rank_lines(est)) and rank_key(key, 64) in est.rates
+    from rsi_repro.estimate import format_estimate
+    assert f"(r=64)                 {rank_key(key, 64)}: 20,000.0 tokens/s" in format_estimate(est)      # listed with the rates
