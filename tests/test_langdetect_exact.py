@@ -81,3 +81,21 @@ def test_fast_path_holds_here_and_a_mismatch_falls_back_to_langdetect_with_one_w
         assert len(caught) == 1 and "langdetect itself" in str(caught[0].message), [str(w.message) for w in caught]
     finally:
         monkeypatch.undo(); lx.self_check.cache_clear(); lx.exact_path.cache_clear()
+
+
+def test_the_exactness_benchmark_counts_every_distinct_text_and_finds_no_difference(tmp_path):
+    """benchmarks/langdetect_exactness.py (the source of RESULTS.md's exactness counts) on a small draw: every distinct
+    non-blank text of the responses and their loose variants counted once, split into texts with and without n-gram
+    features the same way on both sides, and no probability vector or capital-word bound differs."""
+    import importlib.util, json
+    from pathlib import Path
+    from rsi_repro.ifeval import INSTRUCTIONS, loose_variants, sample_cases
+    spec = importlib.util.spec_from_file_location('lx', Path(__file__).resolve().parents[1] / 'benchmarks' / 'langdetect_exactness.py')
+    lx = importlib.util.module_from_spec(spec); spec.loader.exec_module(lx)
+    res = lx.main(2 * len(INSTRUCTIONS), seed=3, out=tmp_path / 'x.json')
+    rows = [r for iid in INSTRUCTIONS for r in sample_cases(iid, 2, 3)]
+    texts = {v for r in rows for v in loose_variants(r['response']) if v.strip()}
+    assert res == json.loads((tmp_path / 'x.json').read_text()) and res['responses'] == len(rows)
+    assert res['distinct_texts'] == len(texts) == res['with_features'] + res['without_features'] > len(rows)
+    assert res['without_features'] == res['without_features_ours']
+    assert res['probabilities_differing_batch'] == res['probabilities_differing_one_at_a_time'] == res['capital_word_bounds_broken'] == 0
