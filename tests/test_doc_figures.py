@@ -44,6 +44,16 @@ def test_a_result_file_changed_without_the_documents_is_named(tmp_path):
     assert any("no field 'speedup'" in b for b in D.problems(root))
 
 
+def test_a_field_path_reads_items_keys_rows_and_runs_of_items():
+    data = {'stages': [{'stage': 'serve', 'seconds': 40.0}, {'stage': 'sft', 'seconds': 2.5}, {'stage': 'eval', 'seconds': 1.0}],
+            'a.b': {'c': 7}}
+    assert D.value_at(data, 'stages[1].seconds') == 2.5 and D.value_at(data, '["a.b"].c') == 7
+    assert D.value_at(data, 'stages[stage=eval].seconds') == 1.0 and D.value_at(data, 'len(stages)') == 3
+    assert D.value_at(data, 'sum(stages[1:][*].seconds)') == 3.5                # every stage after the first
+    assert D.value_at(data, 'stages[:1][*].stage') == ['serve'] and D.value_at(data, 'max(stages[:2][*].seconds)') == 40.0
+    with pytest.raises(D.FigureError, match="no field"): D.value_at(data, '["a.b"][1:]')     # a run of items of a mapping
+
+
 @pytest.mark.parametrize('args', [(), ('--gpus', '64'), ('--gpus', '1,8,32,64')])
 def test_the_readmes_estimate_blocks_are_what_the_command_prints(args):
     "The README quotes `rsi-repro estimate [--gpus ...] configs/nemotron.yaml` whole; each quote is what the command prints today."

@@ -5,7 +5,7 @@ A figure is marked where it stands, with the file, the field and the format it i
     ... at <!-- fig benchmarks/results/checker_python3.11.json:rsi_repro_responses_per_s ,.1f -->3,197.3<!-- /fig --> responses/s
 
 The field is a path into the JSON file (a CSV file reads as a list of rows, `[3].delta`): keys separated by dots, list
-items as [i] (`seconds.reference[2]`), every item as [*] (`all_rates[*].ifbench`), a key that holds dots in quotes and
+items as [i] (`seconds.reference[2]`), every item as [*] (`all_rates[*].ifbench`), a run of items as [a:b] (`stages[1:]`), a key that holds dots in quotes and
 brackets (`rates["train.sft.nemotron_h-30b-a3b"].value`), the one row of a list whose key has a value
 (`ladder[checkpoint=sft][instrument=h6].fixed`: a row is found by what it is, not by where it sits), and `len(...)`,
 `min(...)`, `max(...)` or `sum(...)` around a path. The format is Python's format specification (`,.1f`, `.2f`, `,d`);
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ('README.md', 'benchmarks/RESULTS.md')
 MARK = re.compile(r'<!-- fig (?P<file>[^\s:]+):(?P<field>\S+?)(?: (?P<fmt>[^\s|]*))?(?:\|(?P<scale>x\d+(?:\.\d+)?))? -->'
                   r'(?P<shown>.*?)<!-- /fig -->')
-STEP = re.compile(r'\.?([^.\["\]=]+)|\[(\d+|\*)\]|\["([^"]+)"\]|\[([^\]=]+)=([^\]]*)\]')
+STEP = re.compile(r'\.?([^.\["\]=]+)|\[(\d+|\*)\]|\["([^"]+)"\]|\[([^\]=:]+)=([^\]]*)\]|\[(\d*:\d*)\]')
 
 
 class FigureError(ValueError): pass
@@ -55,7 +55,11 @@ def _walk(at, steps, field: str):
     def one(rows):
         if len(rows) != 1: raise FigureError(f"{field!r}: {len(rows)} rows match, not one")
         return rows[0]
-    for i, (key, index, quoted, fkey, fvalue) in enumerate(steps):
+    for i, (key, index, quoted, fkey, fvalue, span) in enumerate(steps):
+        if span:                              # [a:b]: the items from a up to b, as Python slices a list
+            if narrowed: at, narrowed = one(at), False
+            if not isinstance(at, list): raise FigureError(f"no field {field!r}")
+            a, _, b = span.partition(':'); at = at[int(a) if a else None:int(b) if b else None]; continue
         if fkey:
             at = [row for row in (at if not narrowed else at) if isinstance(row, dict) and str(row.get(fkey)) == fvalue]
             narrowed = True; continue
