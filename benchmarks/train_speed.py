@@ -540,13 +540,19 @@ def timed_steps(res) -> list[tuple[int, float, int]]:
 
 def step_stats(res) -> dict:
     """The timed steps' real tokens/s: how many, whether that many is steady (>= STEADY_STEPS), the median, min and max,
-    and the steps slower than 1.5x the median step time (reported, not removed)."""
+    and the steps slower than 1.5x the median step time (reported, not removed); over twice STEADY_STEPS, each half's
+    median as well, in step order, so that a run still speeding up (or slowing down) shows."""
     timed = timed_steps(res)
     if not timed: return {'timed_steps': 0, 'steady': False}
     rates = sorted(t / s for _, s, t in timed)
     mid = statistics.median(s for _, s, _ in timed)
+    halves = {}
+    if len(timed) >= 2 * STEADY_STEPS:
+        in_order, half = [t / s for _, s, t in timed], len(timed) // 2
+        halves = {'first_half_median_tokens_per_s': round(statistics.median(in_order[:half]), 1),
+                  'second_half_median_tokens_per_s': round(statistics.median(in_order[half:]), 1)}
     return {'timed_steps': len(timed), 'steady': len(timed) >= STEADY_STEPS, 'median_tokens_per_s': round(statistics.median(rates), 1),
-            'min_tokens_per_s': round(rates[0], 1), 'max_tokens_per_s': round(rates[-1], 1),
+            'min_tokens_per_s': round(rates[0], 1), 'max_tokens_per_s': round(rates[-1], 1), **halves,
             'slow_steps': [{'step': i, 'seconds': round(s, 3)} for i, s, _ in timed if s > 1.5 * mid]}
 
 

@@ -156,10 +156,18 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
     assert st['slow_steps'] == [{'step': 20, 'seconds': 2.5}]                   # reported, and still counted in min
     assert ts.rate(res) == 1000.0 and ts.step_stats({**res, 'profiled_step': 20})['slow_steps'] == []
     assert ts.step_stats({'step_seconds': [1.0] * 4, 'step_tokens': [10] * 4})['steady'] is False
+    assert 'first_half_median_tokens_per_s' not in st                         # 20 timed steps: no halves
+    warming = {'step_seconds': [9.0] + [2.0] * 20 + [1.0] * 20, 'step_tokens': [100] + [1000] * 40}   # 40 timed, faster later
+    st = ts.step_stats(warming)
+    assert (st['first_half_median_tokens_per_s'], st['second_half_median_tokens_per_s'], st['median_tokens_per_s']) == (500.0, 1000.0, 750.0)
     for row in DOC['summary']:
         assert row['timed_steps'] >= 1 and row['min_tokens_per_s'] <= row['median_tokens_per_s'] <= row['max_tokens_per_s']
         assert row['steady'] == (row['timed_steps'] >= ts.STEADY_STEPS)
+        assert ('second_half_median_tokens_per_s' in row) == (row['timed_steps'] >= 2 * ts.STEADY_STEPS)
         assert row['rate_of'] == (ts.RATE_OF if row['date'] >= '2026-12-02' else ts.OLD_RATE_OF)   # before the 20-step median: the old formula
+    halves = [row for row in DOC['summary'] if 'second_half_median_tokens_per_s' in row]   # RESULTS: all but one sped up
+    assert [(r['shape'], r['variant']) for r in halves if r['second_half_median_tokens_per_s'] < r['first_half_median_tokens_per_s']] \
+        == [('nemotron-h-31b-e16', 'ours-dpo-compile-pad16')] and len(halves) == 16
     steady = [row['steady'] for row in DOC['summary'] if row['date'] >= '2026-12-02']
     assert all(steady) and len(steady) == 54                                   # every run since 2026-12-02: 20 timed steps or more
     assert not any(row['steady'] for row in DOC['summary'] if row['date'] < '2026-12-02')   # the 1-4-step runs before
