@@ -31,6 +31,10 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
 - `unsloth-MxG[-ckpt]`: Unsloth's LoRA SFT (`FastLanguageModel`, its SFTTrainer and kernels, `use_gradient_checkpointing=
   'unsloth'` with `-ckpt`) on the same targets, rows and split; Unsloth patches transformers, PEFT and TRL for the
   whole process and must be imported before them, so its variants run in a process of their own;
+- `trl-dpo-MxG[-ckpt]`: TRL's DPOTrainer as a user sets it up for the dpo stage's loss (PEFT LoRA at the profile's dpo
+  rank, its beta, lr, NLL weight and seq_len) on the same pairs as `ours-dpo`, its reference the base with the adapter
+  off inside every step (TRL's default for a PEFT model); `trl-dpo-precompute-MxG[-ckpt]` with TRL's
+  `precompute_ref_log_probs`, the reference pass before the timed steps as the library's shared reference is;
 - `peak`: the GPU's bf16 matrix-product rate (n x n products, n = 4096, 8192, 16384), the peak every row's MFU is also
   read against once the file holds one;
 - `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
@@ -503,6 +507,62 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, r
     return res
 
 
+def trl_dpo(config, folder: Path, arch, pairs: Path, micro_batch, grad_accum, checkpointing, steps, seed, precompute=False):
+    """TRL's DPOTrainer as a user sets it up for the dpo stage's loss: a random model in bf16, a PEFT LoRA adapter of the
+    nemotron profile's dpo rank, alpha and targets (fp32, no dropout), the profile's seq_len, its first grid arm's beta
+    and lr and its NLL weight (`loss_type=['sigmoid', 'sft']`), on the same pairs as `ours_dpo`. The reference is TRL's
+    default for a PEFT model, the base with the adapter off inside every step; with `precompute` TRL's
+    `precompute_ref_log_probs`, computed before the first step and so outside the timed steps, as `ours_dpo` times its
+    shared reference apart (`trainer_init_seconds`: TRL builds the trainer, tokenises and precomputes there). Step seconds with
+    the device synchronised, real tokens from TRL's own `num_tokens`, padded tokens at the collator."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import TrainerCallback, TrainingArguments
+    from trl import DPOConfig, DPOTrainer
+    from rsi_repro.backends import load_tokenizer
+    from rsi_repro.config import load_profile
+    from rsi_repro.generate import ModelRef
+    from rsi_repro.io import read_jsonl
+    from rsi_repro.train import lora_targets
+    cfg = load_profile(ROOT / 'configs/nemotron.yaml').dpo
+    arm = cfg.grid[0]
+    tok = load_tokenizer(ModelRef(str(folder)))     # the study's chat template, as the library's trainers render the pairs
+    free()
+    model = random_model(config)
+    seconds, padded = [], [0]
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
+        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
+    ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
+    args = DPOConfig(output_dir=f'/tmp/rsi_train_speed/trl_dpo_{arch}', per_device_train_batch_size=micro_batch,
+                     gradient_accumulation_steps=grad_accum, bf16=device() == 'cuda', max_steps=steps, learning_rate=arm.lr,
+                     lr_scheduler_type='constant', max_grad_norm=1.0, logging_steps=1, save_strategy='no', report_to=[], seed=seed,
+                     max_length=cfg.optim.seq_len, beta=arm.beta, loss_type=['sigmoid', 'sft'], loss_weights=[1.0, cfg.nll_weight],
+                     precompute_ref_log_probs=precompute, dataloader_num_workers=0, disable_tqdm=True, **{ckpt: checkpointing})
+    targets = lora_targets(cfg.lora, arch)
+    peft_config = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=0.0, target_modules=list(targets), task_type='CAUSAL_LM')
+    data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in read_jsonl(pairs)])
+    t0 = time.perf_counter()     # TRL 1.16 tokenises the pairs, and with `precompute` runs the reference pass, in __init__
+    trainer = DPOTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, processing_class=tok, callbacks=[Timer()])
+    init_seconds = time.perf_counter() - t0
+    collate = trainer.data_collator
+    def counting(features):
+        batch = collate(features); padded[0] += sum(v.numel() for k, v in batch.items() if k.endswith('input_ids')); return batch
+    trainer.data_collator = counting
+    trainer.train()
+    log = [x for x in trainer.state.log_history if 'loss' in x]
+    cum = [x['num_tokens'] for x in log]
+    out = {'stage': 'dpo', 'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
+           'settings': {'precompute_ref_log_probs': precompute, 'shared_reference': False, 'loss_type': ['sigmoid', 'sft'],
+                        'seq_len': cfg.optim.seq_len},
+           'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': arm.beta, 'nll_weight': cfg.nll_weight,
+           'trainer_init_seconds': round(init_seconds, 1),
+           'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': [cum[0]] + [b - a for a, b in zip(cum, cum[1:])],
+           'training_tokens': cum[-1], 'padded_tokens': padded[0], 'losses': [round(x['loss'], 4) for x in log], **peak()}
+    del trainer, model; free()
+    return out
+
+
 STEADY_STEPS = 20      # timed steps a rate needs before it is called steady
 RATE_OF = 'median of the timed steps\' real tokens/s'
 OLD_RATE_OF = 'real tokens over seconds of the timed steps'      # how rows measured before the median was used were rated
@@ -776,7 +836,7 @@ def main():
     shape = {'name': a.shape, 'architecture': arch, 'lora': {'r': a.r, 'alpha': a.alpha, 'targets': targets},
              'effective_batch': a.eff, 'rows': a.rows, 'mean_row_tokens': round(sum(lengths) / len(lengths), 1), 'max_row_tokens': max(lengths),
              'supervised_fraction': round(sum(map(sum, masks)) / sum(lengths), 3)}
-    liger = [v for v in a.variants if v == 'ours-liger' or (v.startswith('trl-') and not v.startswith('trl-plain-'))]
+    liger = [v for v in a.variants if v == 'ours-liger' or (v.startswith('trl-') and not v.startswith(('trl-plain-', 'trl-dpo-')))]
     if liger and len(liger) < len(a.variants):     # Liger's patches stay in the process: they would time the others too
         ap.error(f"run the Liger variants ({', '.join(liger)}) in a process of their own, apart from {', '.join(v for v in a.variants if v not in liger)}")
     results = []
@@ -803,6 +863,11 @@ def main():
                 with compiled_norms(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=pad)
             elif v == 'ours-indexed':
                 with indexed_rows(): res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff)
+            elif v.startswith('trl-dpo-'):    # trl-dpo[-precompute]-MxG[-ckpt]: TRL's DPOTrainer, its reference in every step or precomputed
+                pre = v.startswith('trl-dpo-precompute-')
+                m, g = map(int, v.split('-')[3 if pre else 2].split('x'))
+                if not pairs.exists(): pair_info.update(synthetic_pairs(pairs, a.pairs, a.seed, tok))
+                res = trl_dpo(config, folder, arch, pairs, m, g, v.endswith('-ckpt'), a.steps, a.seed, precompute=pre)
             elif v.startswith('trl-'):        # trl-MxG[-ckpt]: TRL's SFTTrainer with Liger's kernels; trl-plain-MxG[-ckpt]: without
                 plain = v.startswith('trl-plain-')
                 m, g = map(int, v.split('-')[2 if plain else 1].split('x'))

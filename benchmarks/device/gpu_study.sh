@@ -194,7 +194,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
            set -- $job; envs=()
            while [[ "${1:-}" == *=* ]]; do envs+=("$1"); shift; done
            shape=$1; shift
-           opts=(); variants=()      # words beginning with -- are train_speed.py's options (e.g. --r=64 --alpha=128)
+           opts=(); variants=()      # words beginning with -- are train_speed.py's options (e.g. --r=64 --alpha=128; --steps=41 over STEPS)
            for w in "$@"; do if [[ "$w" == --* ]]; then opts+=("$w"); else variants+=("$w"); fi; done; set -- ${variants[@]+"${variants[@]}"}
            path=/tmp/mamba_site:$PYTHONPATH
            # installed when its job starts, not when the lane does: a later call may carry .unsloth_wheels meanwhile
@@ -204,7 +204,7 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
              envs+=(HF_HUB_OFFLINE=1 UNSLOTH_DISABLE_STATISTICS=1 UNSLOTH_COMPILE_LOCATION=/tmp/unsloth_compiled_cache); }
            log="$OUT/speed_${shape}_${1}_$(date +%H%M%S).log"     # timed: a later call's job of the same shape keeps its own log
            echo "$(date +%T) ${envs[*]} $shape $* ${opts[*]+${opts[*]}}" >> "$OUT/speed_jobs.txt"
-           env PYTHONPATH="$path" "${envs[@]}" python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" ${opts[@]+"${opts[@]}"} --steps "${STEPS:-21}" --append \
+           env PYTHONPATH="$path" "${envs[@]}" python3 benchmarks/train_speed.py --shape "$shape" --variants "$@" --steps "${STEPS:-21}" ${opts[@]+"${opts[@]}"} --append \
              --out "$OUT/train_speed.json" --tag "$(printf '%s ' "${envs[@]}" | grep -o 'PYTORCH_CUDA_ALLOC_CONF=[^ ]*' || true)" > "$log" 2>&1; tail -n 4 "$log"
          done; kill $clocks 2>/dev/null ;;
   caches) tar -czf /tmp/triton_cache.tgz -C ~/.triton cache && ls -la /tmp/triton_cache.tgz   # `wait` returns them beside study.tgz
