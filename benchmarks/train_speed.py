@@ -35,6 +35,8 @@ Variants (each on a freshly built model; the GPU's peak memory is reset before e
   rank, its beta, lr, NLL weight and seq_len) on the same pairs as `ours-dpo`, its reference the base with the adapter
   off inside every step (TRL's default for a PEFT model); `trl-dpo-precompute-MxG[-ckpt]` with TRL's
   `precompute_ref_log_probs`, the reference pass before the timed steps as the library's shared reference is;
+- `unsloth-dpo-MxG[-ckpt]`: Unsloth's model and its rewrite of TRL's DPOTrainer with `trl-dpo`'s settings, in a process
+  of its own as `unsloth-` variants are;
 - `peak`: the GPU's bf16 matrix-product rate (n x n products, n = 4096, 8192, 16384), the peak every row's MFU is also
   read against once the file holds one;
 - `kernel-check` (Nemotron-H): loss and gradients of a small Nemotron-H through the Mamba kernels against
@@ -326,34 +328,17 @@ def trl_sft(config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_
     return out
 
 
-def unsloth_sft(folder, config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, lr=1.6e-5,
-                optim='adamw_torch_fused'):
-    """Unsloth's LoRA SFT as its docs set it up for a 16-bit base: `FastLanguageModel.from_pretrained` (load_in_4bit
-    False, load_in_16bit, bf16) of the shape's folder (built at random by `patched_loading`: Unsloth loads through
-    `AutoModelForCausalLM.from_pretrained`), `FastLanguageModel.get_peft_model` on the same targets, r and alpha, no
-    dropout, `use_gradient_checkpointing='unsloth'` with `checkpointing` (else False), and TRL's SFTTrainer, which
-    Unsloth replaces with its own at import (its fused loss, its padding-free batching where it chooses it). `optim`:
-    TRL's default, as `trl_sft` runs; Unsloth's SFTConfig would otherwise switch to 'adamw_8bit' (bitsandbytes). Same rows,
-    assistant masks, split, optimiser settings and timing as `trl_sft`; real tokens counted at the collator
-    (Unsloth's trainer logs no `num_tokens`), padded tokens there too (the loader draws one micro-batch ahead).
-
-    Refused (ValueError): no GPU; Unsloth not imported in this process before the call (main() must import it
-    before transformers, else its patches are partly missing); a model type other than the two studied here (both go
-    through Unsloth's generic `FastModel` path; nemotron_h has its own branch in it); an adapter other than plain
-    PEFT's on the same targets. On that last point: transformers 5 keeps the routed experts as 3-D Parameters, which
-    PEFT's `target_modules` never reach (the other variants adapt attention, Mamba in_proj and the shared expert only).
-    Given `up_proj`/`down_proj`, Unsloth would add them as `target_parameters` (rank r per expert: at r=768 and 128
-    experts ~20 B more trainable parameters on Nemotron-H), a different and far larger adapter; `target_parameters=[]`
-    keeps the same one, and the function checks that the adapted modules are the ones plain PEFT picks."""
+def unsloth_peft_model(folder, config, targets, r, alpha, checkpointing, seed):
+    """Unsloth's 16-bit LoRA model as its docs set it up (`FastLanguageModel.from_pretrained` of the shape's folder, built at
+    random by `patched_loading`, then `get_peft_model` on `targets` with no dropout and `use_gradient_checkpointing='unsloth'`
+    with `checkpointing`), checked to adapt the same modules plain PEFT does: (model, what it loaded and adapted).
+    `unsloth_sft` says why each argument is what it is and what is refused."""
     import sys
     if 'unsloth' not in sys.modules:
         raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
     import torch
     import unsloth  # noqa: F401
     from unsloth import FastLanguageModel
-    from datasets import Dataset
-    from transformers import TrainerCallback
-    from trl import SFTConfig, SFTTrainer
     if device() != 'cuda': raise ValueError("Unsloth trains on a GPU (its kernels are Triton's)")
     if config.model_type not in ('qwen3_moe', 'nemotron_h'):
         raise ValueError(f"unsloth variant only set up for qwen3_moe and nemotron_h, not {config.model_type}")
@@ -381,6 +366,36 @@ def unsloth_sft(folder, config, tok, arch, ids, masks, targets, r, alpha, micro_
     leaves = sorted({n.rsplit('.', 1)[-1] for n in adapted})
     if not set(leaves) <= set(targets) or any('experts.' in n and 'shared' not in n for n in adapted):
         raise ValueError(f"Unsloth adapted {leaves} (experts: {[n for n in adapted if 'experts' in n][:3]}), not the targets {targets}")
+    return model, {'adapted_leaves': leaves, 'loaded_with': loads[0], 'load_and_peft_seconds': round(load_seconds, 1)}
+
+
+def unsloth_sft(folder, config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_accum, checkpointing, steps, seed, lr=1.6e-5,
+                optim='adamw_torch_fused'):
+    """Unsloth's LoRA SFT as its docs set it up for a 16-bit base: `FastLanguageModel.from_pretrained` (load_in_4bit
+    False, load_in_16bit, bf16) of the shape's folder (built at random by `patched_loading`: Unsloth loads through
+    `AutoModelForCausalLM.from_pretrained`), `FastLanguageModel.get_peft_model` on the same targets, r and alpha, no
+    dropout, `use_gradient_checkpointing='unsloth'` with `checkpointing` (else False), and TRL's SFTTrainer, which
+    Unsloth replaces with its own at import (its fused loss, its padding-free batching where it chooses it). `optim`:
+    TRL's default, as `trl_sft` runs; Unsloth's SFTConfig would otherwise switch to 'adamw_8bit' (bitsandbytes). Same rows,
+    assistant masks, split, optimiser settings and timing as `trl_sft`; real tokens counted at the collator
+    (Unsloth's trainer logs no `num_tokens`), padded tokens there too (the loader draws one micro-batch ahead).
+
+    Refused (ValueError): no GPU; Unsloth not imported in this process before the call (main() must import it
+    before transformers, else its patches are partly missing); a model type other than the two studied here (both go
+    through Unsloth's generic `FastModel` path; nemotron_h has its own branch in it); an adapter other than plain
+    PEFT's on the same targets. On that last point: transformers 5 keeps the routed experts as 3-D Parameters, which
+    PEFT's `target_modules` never reach (the other variants adapt attention, Mamba in_proj and the shared expert only).
+    Given `up_proj`/`down_proj`, Unsloth would add them as `target_parameters` (rank r per expert: at r=768 and 128
+    experts ~20 B more trainable parameters on Nemotron-H), a different and far larger adapter; `target_parameters=[]`
+    keeps the same one, and the function checks that the adapted modules are the ones plain PEFT picks."""
+    import sys
+    if 'unsloth' not in sys.modules:
+        raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
+    import unsloth  # noqa: F401
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+    model, loaded = unsloth_peft_model(folder, config, targets, r, alpha, checkpointing, seed)
     seconds, padded, real = [], [], []   # real and padded tokens per micro-batch, in the order the loader drew them
     class Timer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
@@ -405,12 +420,63 @@ def unsloth_sft(folder, config, tok, arch, ids, masks, targets, r, alpha, micro_
     out = {'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
            'settings': {'unsloth': unsloth.__version__, 'use_gradient_checkpointing': 'unsloth' if checkpointing else False,
                         'padding_free': bool(getattr(trainer.args, 'padding_free', False)), 'packing': bool(getattr(trainer.args, 'packing', False)),
-                        'optim': str(trainer.args.optim), 'adapted_leaves': leaves, 'loaded_with': loads[0],
+                        'optim': str(trainer.args.optim), 'adapted_leaves': loaded['adapted_leaves'], 'loaded_with': loaded['loaded_with'],
                         'unsloth_sft_trainer': bool(getattr(SFTTrainer, '_unsloth_auto_packing_wrapped', False))},
            'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': step_tokens,
            'training_tokens': sum(step_tokens), 'padded_tokens': sum(padded[:n]), 'losses': [round(x['loss'], 4) for x in log],
-           'trainable_parameters': sum(p.numel() for p in params), 'load_and_peft_seconds': round(load_seconds, 1), **peak()}
+           'trainable_parameters': sum(p.numel() for p in params), 'load_and_peft_seconds': loaded['load_and_peft_seconds'], **peak()}
     del trainer, model, params; free()
+    return out
+
+
+def unsloth_dpo(folder, config, arch, pairs: Path, micro_batch, grad_accum, checkpointing, steps, seed):
+    """Unsloth's DPO as its docs set it up: `unsloth_peft_model` at the nemotron profile's dpo rank, alpha and targets,
+    then TRL's DPOTrainer, which Unsloth rewrites at import (`PatchFastRL`), with the same DPOConfig as `trl_dpo`
+    (the profile's beta, lr, NLL weight and seq_len; the reference the base with the adapter off inside every step),
+    on the same pairs under the study's chat template. Real and padded tokens counted at the collator (the attention
+    mask's ones and the batch's size), as `unsloth_sft` counts them; refused as `unsloth_sft` is."""
+    import sys
+    if 'unsloth' not in sys.modules:
+        raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
+    import unsloth  # noqa: F401
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import DPOConfig, DPOTrainer
+    from rsi_repro.backends import load_tokenizer
+    from rsi_repro.config import load_profile
+    from rsi_repro.generate import ModelRef
+    from rsi_repro.io import read_jsonl
+    from rsi_repro.train import lora_targets
+    cfg = load_profile(ROOT / 'configs/nemotron.yaml').dpo
+    arm = cfg.grid[0]
+    tok = load_tokenizer(ModelRef(str(folder)))
+    model, loaded = unsloth_peft_model(folder, config, lora_targets(cfg.lora, arch), cfg.lora.r, cfg.lora.alpha, checkpointing, seed)
+    seconds, padded, real = [], [], []
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
+        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
+    args = DPOConfig(output_dir=f'/tmp/rsi_train_speed/unsloth_dpo_{arch}', per_device_train_batch_size=micro_batch,
+                     gradient_accumulation_steps=grad_accum, bf16=True, max_steps=steps, learning_rate=arm.lr,
+                     lr_scheduler_type='constant', max_grad_norm=1.0, logging_steps=1, save_strategy='no', report_to=[], seed=seed,
+                     max_length=cfg.optim.seq_len, beta=arm.beta, loss_type=['sigmoid', 'sft'], loss_weights=[1.0, cfg.nll_weight],
+                     dataloader_num_workers=0, disable_tqdm=True, dataset_num_proc=1, optim='adamw_torch_fused')
+    data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in read_jsonl(pairs)])
+    trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[Timer()])
+    collate = trainer.data_collator
+    def counting(features):
+        batch = collate(features); padded.append(batch['input_ids'].numel()); real.append(int(batch['attention_mask'].sum())); return batch
+    trainer.data_collator = counting
+    trainer.train()
+    log = [x for x in trainer.state.log_history if 'loss' in x]
+    step_tokens = [sum(real[k * grad_accum:(k + 1) * grad_accum]) for k in range(len(seconds))]
+    out = {'stage': 'dpo', 'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
+           'settings': {'unsloth': unsloth.__version__, 'use_gradient_checkpointing': 'unsloth' if checkpointing else False,
+                        'precompute_ref_log_probs': False, 'shared_reference': False, 'loss_type': ['sigmoid', 'sft'],
+                        'seq_len': cfg.optim.seq_len, 'trainer': type(trainer).__name__, **loaded},
+           'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': arm.beta, 'nll_weight': cfg.nll_weight,
+           'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': step_tokens, 'training_tokens': sum(step_tokens),
+           'padded_tokens': sum(padded[:len(seconds) * grad_accum]), 'losses': [round(x['loss'], 4) for x in log], **peak()}
+    del trainer, model; free()
     return out
 
 
@@ -872,6 +938,10 @@ def main():
                 plain = v.startswith('trl-plain-')
                 m, g = map(int, v.split('-')[2 if plain else 1].split('x'))
                 res = trl_sft(config, tok, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed, liger=not plain)
+            elif v.startswith('unsloth-dpo-'):   # unsloth-dpo-MxG[-ckpt]: Unsloth's model and its rewritten DPOTrainer
+                m, g = map(int, v.split('-')[2].split('x'))
+                if not pairs.exists(): pair_info.update(synthetic_pairs(pairs, a.pairs, a.seed, tok))
+                res = unsloth_dpo(folder, config, arch, pairs, m, g, v.endswith('-ckpt'), a.steps, a.seed)
             elif v.startswith('unsloth-'):     # unsloth-MxG[-ckpt]
                 m, g = map(int, v.split('-')[1].split('x'))
                 res = unsloth_sft(folder, config, tok, arch, ids, masks, targets, a.r, a.alpha, m, g, v.endswith('-ckpt'), a.steps, a.seed)
