@@ -433,8 +433,9 @@ def unsloth_dpo(folder, config, arch, pairs: Path, micro_batch, grad_accum, chec
     """Unsloth's DPO as its docs set it up: `unsloth_peft_model` at the nemotron profile's dpo rank, alpha and targets,
     then TRL's DPOTrainer, which Unsloth rewrites at import (`PatchFastRL`), with the same DPOConfig as `trl_dpo`
     (the profile's beta, lr, NLL weight and seq_len; the reference the base with the adapter off inside every step),
-    on the same pairs under the study's chat template. Real and padded tokens counted at the collator (the attention
-    mask's ones and the batch's size), as `unsloth_sft` counts them; refused as `unsloth_sft` is."""
+    on the same pairs under the study's chat template. Real tokens from TRL's `num_tokens`, which Unsloth's DPO trainer
+    logs as TRL's does (an epoch's last step has fewer micro-batches than `grad_accum`, so the collator's counts cannot be
+    grouped into steps by a fixed number), padded tokens at the collator; refused as `unsloth_sft` is."""
     import sys
     if 'unsloth' not in sys.modules:
         raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
@@ -451,7 +452,7 @@ def unsloth_dpo(folder, config, arch, pairs: Path, micro_batch, grad_accum, chec
     arm = cfg.grid[0]
     tok = load_tokenizer(ModelRef(str(folder)))
     model, loaded = unsloth_peft_model(folder, config, lora_targets(cfg.lora, arch), cfg.lora.r, cfg.lora.alpha, checkpointing, seed)
-    seconds, padded, real = [], [], []
+    seconds, padded = [], [0]
     class Timer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
         def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
@@ -464,18 +465,20 @@ def unsloth_dpo(folder, config, arch, pairs: Path, micro_batch, grad_accum, chec
     trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[Timer()])
     collate = trainer.data_collator
     def counting(features):
-        batch = collate(features); padded.append(batch['input_ids'].numel()); real.append(int(batch['attention_mask'].sum())); return batch
+        batch = collate(features); padded[0] += batch['input_ids'].numel(); return batch
     trainer.data_collator = counting
     trainer.train()
     log = [x for x in trainer.state.log_history if 'loss' in x]
-    step_tokens = [sum(real[k * grad_accum:(k + 1) * grad_accum]) for k in range(len(seconds))]
+    if any('num_tokens' not in x for x in log): raise ValueError(f"{type(trainer).__name__} logged no num_tokens: its real tokens are unknown")
+    cum = [x['num_tokens'] for x in log]
+    step_tokens = [cum[0]] + [b - a for a, b in zip(cum, cum[1:])]
     out = {'stage': 'dpo', 'micro_batch': micro_batch, 'grad_accum': grad_accum, 'activation_checkpointing': checkpointing,
            'settings': {'unsloth': unsloth.__version__, 'use_gradient_checkpointing': 'unsloth' if checkpointing else False,
                         'precompute_ref_log_probs': False, 'shared_reference': False, 'loss_type': ['sigmoid', 'sft'],
                         'seq_len': cfg.optim.seq_len, 'trainer': type(trainer).__name__, **loaded},
            'lora': {'r': cfg.lora.r, 'alpha': cfg.lora.alpha}, 'beta': arm.beta, 'nll_weight': cfg.nll_weight,
-           'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': step_tokens, 'training_tokens': sum(step_tokens),
-           'padded_tokens': sum(padded[:len(seconds) * grad_accum]), 'losses': [round(x['loss'], 4) for x in log], **peak()}
+           'step_seconds': [round(x, 4) for x in seconds], 'step_tokens': step_tokens, 'training_tokens': cum[-1],
+           'padded_tokens': padded[0], 'losses': [round(x['loss'], 4) for x in log], **peak()}
     del trainer, model; free()
     return out
 
