@@ -702,7 +702,7 @@ def summarise(doc) -> list[dict]:
             out.append({'shape': s['name'], 'architecture': s['architecture'], 'stage': stage, 'variant': r['variant'],
                         'library': is_library(r['variant']), 'note': m.get('note', ''), 'mamba_kernels': kernels,
                         'tokens_per_s': r['tokens_per_s'], 'micro_batch': r['micro_batch'], 'grad_accum': r['grad_accum'],
-                        'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r['padding_fraction'],
+                        'activation_checkpointing': r['activation_checkpointing'], 'padding_fraction': r.get('padding_fraction'),
                         'peak_gib': r['peak_gib'], 'peak_reserved_gib': r.get('peak_reserved_gib'),
                         'reserved_of_device': (round(r['peak_reserved_gib'] / m['gpu_gib'], 3) if r.get('peak_reserved_gib') and m.get('gpu_gib') else None),
                         'cache_flushes': (r.get('memory') or {}).get('cache_flushes'), 'tag': r.get('tag', ''),
@@ -725,6 +725,9 @@ def summarise(doc) -> list[dict]:
                                    reference_steady=len(rates) >= STEADY_STEPS,
                                    reference_min_max_tokens_per_s=[round(rates[0], 1), round(rates[-1], 1)],
                                    reference_batch_size=r['reference_batch_size'])
+                # an arm that pays for the reference alone, one epoch over the pairs (each pair's tokens once through each
+                # pass): the rate to set beside a trainer that computes the reference inside its steps
+                out[-1]['one_arm_with_reference_tokens_per_s'] = round(1 / (1 / r['tokens_per_s'] + 1 / out[-1]['reference_tokens_per_s']), 1)
     return out
 
 

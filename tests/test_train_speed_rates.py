@@ -169,7 +169,7 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
     assert [(r['shape'], r['variant']) for r in halves if r['second_half_median_tokens_per_s'] < r['first_half_median_tokens_per_s']] \
         == [('nemotron-h-31b-e16', 'ours-dpo-compile-pad16')] and len(halves) == 16
     steady = [row['steady'] for row in DOC['summary'] if row['date'] >= '2026-12-02']
-    assert all(steady) and len(steady) == 54                                   # every run since 2026-12-02: 20 timed steps or more
+    assert all(steady) and len(steady) == 58                                   # every run since 2026-12-02: 20 timed steps or more
     assert not any(row['steady'] for row in DOC['summary'] if row['date'] < '2026-12-02')   # the 1-4-step runs before
 
 
@@ -185,6 +185,10 @@ def test_a_reference_pass_with_timed_batches_is_rated_as_steps_are():
     assert row['reference_with_warmup_tokens_per_s'] == round(row['reference_pairs'] * row['mean_row_tokens'] / row['reference_seconds'], 1)
     rate = ts.rates_from_summary([row])['train.dpo_reference.nemotron_h-30b-a3b']
     assert rate['value'] == 4000.0 and 'the median of its 3 timed batches' in rate['what'] and '6 a forward' in rate['what']
+    # an arm paying for the pass alone: a token's seconds through both passes added
+    res['tokens_per_s'] = 4000.0
+    row = [r for r in ts.summarise({'runs': [run]}) if r['variant'] == 'ours-dpo'][-1]
+    assert row['one_arm_with_reference_tokens_per_s'] == 2000.0
 
 
 def test_dpo_with_compile_and_padding_sets_its_own_rate_and_a_candidate_sets_none():
