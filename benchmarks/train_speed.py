@@ -728,7 +728,17 @@ def summarise(doc) -> list[dict]:
                 # an arm that pays for the reference alone, one epoch over the pairs (each pair's tokens once through each
                 # pass): the rate to set beside a trainer that computes the reference inside its steps
                 out[-1]['one_arm_with_reference_tokens_per_s'] = round(1 / (1 / r['tokens_per_s'] + 1 / out[-1]['reference_tokens_per_s']), 1)
+                arms = profile_dpo_arms()         # and each of the nemotron profile's arms, the pass shared by all of them
+                out[-1].update(profile_dpo_arms=arms, profile_arm_with_reference_tokens_per_s=round(
+                    1 / (1 / r['tokens_per_s'] + 1 / (arms * out[-1]['reference_tokens_per_s'])), 1))
     return out
+
+
+def profile_dpo_arms() -> int:
+    "The DPO arms of the nemotron profile that share one reference pass: its beta x lr grid and its rank/seed search."
+    from rsi_repro.config import load_profile
+    dpo = load_profile(ROOT / 'configs/nemotron.yaml').dpo
+    return len(dpo.grid) + len(dpo.rank_seed)
 
 
 def flops_beside(row, measured_peak: float | None = None) -> dict:

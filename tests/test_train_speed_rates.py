@@ -189,6 +189,7 @@ def test_a_reference_pass_with_timed_batches_is_rated_as_steps_are():
     res['tokens_per_s'] = 4000.0
     row = [r for r in ts.summarise({'runs': [run]}) if r['variant'] == 'ours-dpo'][-1]
     assert row['one_arm_with_reference_tokens_per_s'] == 2000.0
+    assert row['profile_dpo_arms'] == 6 and row['profile_arm_with_reference_tokens_per_s'] == round(1 / (1 / 4000 + 1 / 24000), 1)
 
 
 def test_dpo_with_compile_and_padding_sets_its_own_rate_and_a_candidate_sets_none():
