@@ -128,6 +128,7 @@ class Optim:
     activation_checkpointing: Union[bool, str] = False   # True, False, or 'auto' (with micro_batch_fit)
     micro_batch_fit: bool = False       # train with the fastest split of micro_batch x grad_accum that fits the GPU
     length_grouping: bool = False       # micro-batches of similar lengths within each optimiser step
+    length_grouping_steps: int = 1      # ... or over this many steps: each step's rows of similar length (steps change)
     padding_free: bool = False          # a micro-batch is one row of concatenated examples (no Mamba layers)
     lora_compute: str = 'fp32'          # 'bf16': the adapter takes the bf16 activations as they are (needs bf16)
     parallel: str = 'ddp'               # over several GPUs: 'ddp' (a replica per GPU) or 'fsdp2' (the base sharded)
@@ -155,6 +156,9 @@ class Optim:
         for k in ('checkpoint_steps', 'checkpoint_minutes', 'checkpoints_kept'): positive(where, f"{p}.{k}", getattr(self, k))
         if self.padding_free and self.pad_to_multiple_of > 1:
             raise ProfileError(where, f"{p}.pad_to_multiple_of", "padding_free batches are one row of real tokens: leave it at 1")
+        positive(where, f"{p}.length_grouping_steps", self.length_grouping_steps)
+        if self.length_grouping_steps > 1 and not self.length_grouping:
+            raise ProfileError(where, f"{p}.length_grouping_steps", "groups rows by length only with length_grouping: true")
         if self.length_grouping and self.padding_free:
             raise ProfileError(where, f"{p}.length_grouping", "padding_free batches carry no padding to group away: set one of the two")
         if self.lora_compute == 'bf16' and not self.bf16:

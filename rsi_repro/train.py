@@ -101,6 +101,7 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
             trainer = trainer_class(SFTTrainer)(model=net, args=args, train_dataset=dataset, processing_class=tok)
             if (optim.length_grouping or optim.padding_free) and not probe:   # the order the fit planned for
                 trainer.step_sampler_seed, trainer.step_sampler_group = run_seed, optim.length_grouping
+                trainer.step_sampler_span = optim.length_grouping_steps
             return trainer
         fit = None
         if split is None:
@@ -151,7 +152,7 @@ def dpo_trainer_factory(net, tok, optim: Optim, *, beta: float, nll_weight: floa
                          **({'train_sampling_strategy': 'sequential'} if probe else {}))
         trainer = trainer_class(DPOTrainer)(model=net, args=args, train_dataset=dataset, processing_class=tok)
         if shared_reference: use_shared_reference(trainer)
-        if optim.length_grouping and not probe: trainer.step_sampler_seed = optim.seed
+        if optim.length_grouping and not probe: trainer.step_sampler_seed, trainer.step_sampler_span = optim.seed, optim.length_grouping_steps
         return trainer
     return make
 

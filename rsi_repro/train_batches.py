@@ -54,10 +54,14 @@ class StepGroupedSampler:
 
     The window is micro-batch × grad-accum × processes: the rows of every optimiser step are the ones the
     permutation alone would give it, only their order inside the step changes, so consecutive micro-batches hold
-    rows of similar length and the padding to each micro-batch's longest row shrinks."""
-    def __init__(self, lengths: Sequence[int], window: int, seed: int, group: bool = True):
+    rows of similar length and the padding to each micro-batch's longest row shrinks. With `steps_per_group` > 1 the
+    permutation's rows are sorted by length over that many steps' windows and cut into steps, which then train in a
+    seeded order (a short last step, an epoch's end, stays last): every step holds rows of similar length, so its
+    micro-batches pad less, but a step no longer trains on the rows the permutation alone would give it."""
+    def __init__(self, lengths: Sequence[int], window: int, seed: int, group: bool = True, steps_per_group: int = 1):
         if window < 1: raise ValueError(f"window must be >= 1, got {window}")
-        self.lengths, self.window, self.seed, self.group = list(lengths), window, seed, group
+        if steps_per_group < 1: raise ValueError(f"steps_per_group must be >= 1, got {steps_per_group}")
+        self.lengths, self.window, self.seed, self.group, self.steps_per_group = list(lengths), window, seed, group, steps_per_group
         self.epoch, self._set, self._iters = 0, False, 0
     def set_epoch(self, epoch: int): self.epoch, self._set = epoch, True
     def order(self, epoch: int) -> list[int]:
@@ -65,9 +69,14 @@ class StepGroupedSampler:
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
         perm = torch.randperm(len(self.lengths), generator=g).tolist()
         if not self.group: return perm
-        out = []
-        for s in range(0, len(perm), self.window):
-            out += sorted(perm[s:s + self.window], key=lambda i: -self.lengths[i])   # stable: ties keep the permutation's order
+        out, span = [], self.window * self.steps_per_group
+        for s in range(0, len(perm), span):
+            block = sorted(perm[s:s + span], key=lambda i: -self.lengths[i])   # stable: ties keep the permutation's order
+            steps = [block[k:k + self.window] for k in range(0, len(block), self.window)]
+            if len(steps) > 1:
+                full, short = [x for x in steps if len(x) == self.window], [x for x in steps if len(x) < self.window]
+                steps = [full[k] for k in torch.randperm(len(full), generator=g).tolist()] + short
+            for x in steps: out += x
         return out
     def __len__(self): return len(self.lengths)
     def __iter__(self):
@@ -92,11 +101,13 @@ def trainer_class(base: type) -> type:
         class Trainer(base):
             step_sampler_seed: Optional[int] = None      # set: rows are drawn through a StepGroupedSampler with this seed
             step_sampler_group: bool = True               # ... and grouped by length within each step
+            step_sampler_span: int = 1                    # ... or over this many steps (optim.length_grouping_steps)
             def _get_train_sampler(self, train_dataset=None):
                 if self.step_sampler_seed is None: return super()._get_train_sampler(train_dataset)
                 ds = train_dataset if train_dataset is not None else self.train_dataset
                 window = self.args.per_device_train_batch_size * self.args.gradient_accumulation_steps * max(1, self.args.world_size)
-                return StepGroupedSampler(_row_lengths(ds), window, self.step_sampler_seed, group=self.step_sampler_group)
+                return StepGroupedSampler(_row_lengths(ds), window, self.step_sampler_seed, group=self.step_sampler_group,
+                                          steps_per_group=self.step_sampler_span)
         Trainer.__name__ = Trainer.__qualname__ = f"Grouped{base.__name__}"
         _TRAINER_CLASSES[base] = Trainer
     return _TRAINER_CLASSES[base]
@@ -200,19 +211,19 @@ def step_timer():
     return StepTimer()
 
 # %% ../nbs/31b_train_batches.ipynb #f014
-def _run_order(lengths: Sequence[int], window: int, seed: int, group: bool, epochs: int) -> list[int]:
+def _run_order(lengths: Sequence[int], window: int, seed: int, group: bool, epochs: int, steps_per_group: int = 1) -> list[int]:
     "The rows in the order a run draws them (grouped: exactly; otherwise a seeded stand-in for the trainer's own shuffle)."
-    s = StepGroupedSampler(lengths, window, seed, group=group)
+    s = StepGroupedSampler(lengths, window, seed, group=group, steps_per_group=steps_per_group)
     return [i for e in range(epochs) for i in s.order(e)]
 
 def heaviest_micro_batch(lengths: Sequence[int], micro_batch: int, window: int, seed: int, group: bool, padding_free: bool,
-                         epochs: int, known: bool = True) -> list[int]:
+                         epochs: int, known: bool = True, steps_per_group: int = 1) -> list[int]:
     """The rows of the micro-batch that holds the most tokens (padded to its longest row, or summed when padding-free)
     in the run's own order when it is `known` (the run draws through a `StepGroupedSampler`), else the `micro_batch`
     longest rows (a bound for any order)."""
     cost = (lambda rows: sum(lengths[i] for i in rows)) if padding_free else (lambda rows: len(rows) * max(lengths[i] for i in rows))
     if not known: return sorted(range(len(lengths)), key=lambda i: -lengths[i])[:micro_batch]
-    order = _run_order(lengths, window, seed, group, epochs)
+    order = _run_order(lengths, window, seed, group, epochs, steps_per_group)
     best = []
     for w in range(0, len(order), window):
         win = order[w:w + window]
@@ -265,7 +276,7 @@ def fit_split(make,                 # (split, steps, dataset, out_dir, sequentia
     effective = optim.micro_batch * optim.grad_accum
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     n_epochs = fit_epochs(optim, len(lengths), steps)
-    time_rows = _run_order(lengths, effective, seed, optim.length_grouping, 1)[:2 * effective]
+    time_rows = _run_order(lengths, effective, seed, optim.length_grouping, 1, optim.length_grouping_steps)[:2 * effective]
     base = net.get_base_model() if hasattr(net, 'get_base_model') else net
     forward = base.__dict__.get('forward')   # TRL's fused LM head patches it per trainer; accelerate's autocast wrapper
     snap = _snapshot(net)                    # of `net` is left in place (accelerate prepares a model only once)
@@ -273,7 +284,7 @@ def fit_split(make,                 # (split, steps, dataset, out_dir, sequentia
     def measure(m, ckpt):
         trainer = None
         worst = heaviest_micro_batch(lengths, m, effective, seed, optim.length_grouping, optim.padding_free, n_epochs,
-                                     known=optim.length_grouping or optim.padding_free)
+                                     known=optim.length_grouping or optim.padding_free, steps_per_group=optim.length_grouping_steps)
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 gc.collect(); torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
@@ -351,7 +362,8 @@ def heaviest_shapes(lengths: Sequence[int], optim: Optim, seed: int, steps: int 
     out = {}
     for m in (d for d in range(effective, 0, -1) if effective % d == 0):
         rows = [lengths[i] for i in heaviest_micro_batch(lengths, m, effective, seed, optim.length_grouping, optim.padding_free,
-                                                         epochs, known=optim.length_grouping or optim.padding_free)]
+                                                         epochs, known=optim.length_grouping or optim.padding_free,
+                                                         steps_per_group=optim.length_grouping_steps)]
         out[str(m)] = [1, sum(rows)] if optim.padding_free else [len(rows), pad(max(rows))]
     return out
 

@@ -94,6 +94,28 @@ def test_length_grouping_keeps_every_steps_rows(tmp_path):
     assert runs[1][0]['padded_tokens'] < runs[2][0]['padded_tokens']    # grouped micro-batches of 4 pad less than one of 8
 
 
+def test_length_grouping_over_steps_trains_the_samplers_steps(tmp_path):
+    """`length_grouping_steps: 3` over 24 rows (one group of three steps of 8): micro-batch 4 x 2 against 1 x 8 (no
+    padding) gives the same losses and gradients step by step, so each step trained the rows the sampler gave it
+    whatever the split; it pads less than grouping within each step, whose steps hold other rows."""
+    from rsi_repro.train import StepGroupedSampler
+    path = mix(tmp_path, 24)
+    over = [run(tmp_path, f'o{m}', path, optim(micro_batch=m, grad_accum=8 // m, steps=3, length_grouping=True,
+                                               length_grouping_steps=3)) for m in (1, 4)]
+    (ev1, l1, g1), (ev4, l4, g4) = over
+    ev_in, l_in, _ = run(tmp_path, 'in4', path, optim(micro_batch=4, grad_accum=2, steps=3, length_grouping=True))
+    assert ev1['padded_tokens'] == ev1['training_tokens'] == ev4['training_tokens']
+    assert l4 == pytest.approx(l1, rel=1e-5)
+    close(g1[0], g4[0])
+    for a, b in zip(g1[1:], g4[1:]): close(a, b, 5e-3)
+    assert ev4['padded_tokens'] < ev_in['padded_tokens'] and l4 != pytest.approx(l_in, rel=1e-5)
+    import numpy as np
+    lengths = np.diff(np.load(path)['offsets']).tolist()       # each step's rows: 8 neighbours in length among the 24
+    order, ranked = StepGroupedSampler(lengths, 8, 3, steps_per_group=3).order(0), sorted(lengths, reverse=True)
+    assert sorted(sorted((lengths[i] for i in order[k:k + 8]), reverse=True) for k in (0, 8, 16)) == \
+        sorted(ranked[k:k + 8] for k in (0, 8, 16))
+
+
 def tiny_base(tmp_path, arch):
     "A random tiny base of another architecture, with the tiny base's tokenizer."
     from transformers import AutoModelForCausalLM, AutoTokenizer
