@@ -225,15 +225,16 @@ def stock_loop(config, arch, ids, masks, targets, r, alpha, micro_batch, grad_ac
     return out
 
 
-def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None, kernels='none', pad=1):
-    "The library's own train_sft with the fast settings, as a stage calls it (`kernels`, `pad`: its optim.kernels, optim.pad_to_multiple_of)."
+def ours(folder: Path, config, arch, mix: Path, r, alpha, steps, seed, eff=48, profile_dir=None, kernels='none', pad=1, grouping_steps=1):
+    """The library's own train_sft with the fast settings, as a stage calls it (`kernels`, `pad`, `grouping_steps`: its
+    optim.kernels, optim.pad_to_multiple_of and, where it groups by length, optim.length_grouping_steps)."""
     import torch
     from transformers import TrainerCallback
     from rsi_repro.config import Lora, Optim
     from rsi_repro.generate import ModelRef
     from rsi_repro.train import train_sft
     fast = dict(micro_batch_fit=True, activation_checkpointing='auto', lora_compute='bf16', kernels=kernels, pad_to_multiple_of=pad)
-    fast.update(length_grouping=True) if arch == 'nemotron_h' else fast.update(padding_free=True)
+    fast.update(length_grouping=True, length_grouping_steps=grouping_steps) if arch == 'nemotron_h' else fast.update(padding_free=True)
     optim = Optim(lr=1.6e-5, micro_batch=2, grad_accum=eff // 2, seq_len=2048, seed=seed, steps=steps, warmup=0.02, bf16=True, **fast)
     dtype = 'bfloat16' if device() == 'cuda' else 'float32'
 
@@ -534,7 +535,7 @@ def synthetic_pairs(path: Path, n: int, seed: int, tok, prompt=150, chosen=300, 
     return {'pairs': n, 'mean_tokens_asked': {'prompt': prompt, 'chosen': chosen, 'rejected': rejected}}
 
 
-def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, reference_batch=None, kernels=None, pad=None):
+def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, reference_batch=None, kernels=None, pad=None, grouping_steps=None):
     """The library's own train_dpo as the dpo stage calls it, with the nemotron profile's dpo settings (LoRA, split,
     checkpointing, seq_len, beta of its first grid arm, NLL weight), reading the pairs' reference log-probabilities from
     the file the stage computes once for all its arms (`dpo_reference`, timed apart: `reference_seconds`); `split`
@@ -548,6 +549,7 @@ def ours_dpo(folder: Path, config, arch, pairs: Path, steps, seed, split=None, r
     if split: optim = replace(optim, micro_batch=split[0], grad_accum=split[1], activation_checkpointing=split[2], micro_batch_fit=False)
     if kernels is not None: optim = replace(optim, kernels=kernels)
     if pad is not None: optim = replace(optim, pad_to_multiple_of=pad)
+    if grouping_steps is not None: optim = replace(optim, length_grouping_steps=grouping_steps)
     out_dir = Path('/tmp/rsi_train_speed') / f'dpo_{arch}'
     model = ModelRef(str(folder), dtype='bfloat16' if device() == 'cuda' else 'float32')
     free(); reference_path(pairs).unlink(missing_ok=True); t0 = time.perf_counter()
@@ -873,6 +875,8 @@ def main():
     ap.add_argument('--eff', type=int, default=48, help='examples per optimiser step (the card\'s 48)')
     ap.add_argument('--r', type=int, default=768); ap.add_argument('--alpha', type=int, default=1536)
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--length-grouping-steps', type=int, default=1, help="the ours-compile-padN and ours-dpo-compile-padN variants' "
+                    "optim.length_grouping_steps (Nemotron-H, which groups by length); above 1 the rows are tagged with it, so they set no rate")
     ap.add_argument('--profile-dir', default=None)
     ap.add_argument('--tag', default='', help='a label for this process\'s rows (e.g. "no mamba kernels")')
     ap.add_argument('--note', default='', help='what the summary rows of this run should say about it (e.g. the library\'s state)')
@@ -887,6 +891,7 @@ def main():
         for k, v in doc['rates'].items(): print(f"{k}: {v['value']:,.1f} {v['unit']}")
         return
     if a.shape is None: ap.error('--shape is required (or --rates-only)')
+    if a.length_grouping_steps > 1: a.tag = ' '.join(filter(None, [a.tag, f'length_grouping_steps={a.length_grouping_steps}']))
     unsloth_variants = [v for v in a.variants if v.startswith('unsloth-')]
     if unsloth_variants and len(unsloth_variants) < len(a.variants):   # its patches would time the others too
         ap.error(f"run the Unsloth variants ({', '.join(unsloth_variants)}) in a process of their own")
@@ -935,7 +940,8 @@ def main():
             elif v == 'ours-liger': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='liger')
             elif v == 'ours-compile': res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile')
             elif v.startswith('ours-compile-pad'):    # ours-compile-padN: optim.pad_to_multiple_of N
-                res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=int(v.removeprefix('ours-compile-pad')))
+                res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile', pad=int(v.removeprefix('ours-compile-pad')),
+                           grouping_steps=a.length_grouping_steps)
             elif v.startswith('ours-compile-layers-pad'):   # ours-compile-layers-padN: the whole attention and MoE layers on Nemotron-H
                 with compiled_layers_but_mamba():
                     res = ours(folder, config, arch, mix, a.r, a.alpha, a.steps, a.seed, a.eff, kernels='compile',
@@ -964,7 +970,7 @@ def main():
             elif v.startswith('ours-dpo-compile-pad'):   # ours-dpo-compile-padN: the profile's dpo settings, optim.kernels compile, padded to N
                 if not pairs.exists(): pair_info.update(synthetic_pairs(pairs, a.pairs, a.seed, tok))
                 res = ours_dpo(folder, config, arch, pairs, a.steps, a.seed, None, a.reference_batch, kernels='compile',
-                               pad=int(v.removeprefix('ours-dpo-compile-pad')))
+                               pad=int(v.removeprefix('ours-dpo-compile-pad')), grouping_steps=a.length_grouping_steps)
             elif v.startswith('ours-dpo'):     # ours-dpo: the profile's dpo split; ours-dpo-MxG[-ckpt]: another split
                 split = None
                 if v != 'ours-dpo':
