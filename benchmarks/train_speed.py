@@ -116,6 +116,21 @@ def sync():
     if torch.cuda.is_available(): torch.cuda.synchronize()
 
 
+def step_seconds_callback(seconds: list):
+    "A trainer callback appending each optimiser step's seconds to `seconds`, the device synchronised at both ends."
+    from transformers import TrainerCallback
+    class Timer(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
+        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
+    return Timer()
+
+
+def checkpointing_argument() -> str:
+    "The name this transformers gives the training arguments' activation checkpointing switch."
+    from transformers import TrainingArguments
+    return 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
+
+
 def random_model(config):
     "The config's model with random weights, bf16, built on the GPU (the library loads it by path; see `patched_loading`)."
     import copy, torch
@@ -294,7 +309,6 @@ def trl_sft(config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_
     import torch
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import TrainerCallback, TrainingArguments
     from trl import SFTConfig, SFTTrainer
     if liger:
         from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
@@ -303,17 +317,14 @@ def trl_sft(config, tok, arch, ids, masks, targets, r, alpha, micro_batch, grad_
     free()
     model = random_model(config)
     seconds, padded = [], [0]
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
-        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
-    ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
+    ckpt = checkpointing_argument()
     args = SFTConfig(output_dir=f'/tmp/rsi_train_speed/trl_{arch}', per_device_train_batch_size=micro_batch, gradient_accumulation_steps=grad_accum,
                      bf16=device() == 'cuda', max_steps=steps, learning_rate=lr, lr_scheduler_type='constant', max_grad_norm=1.0,
                      logging_steps=1, save_strategy='no', report_to=[], seed=seed, max_length=2048, dataloader_num_workers=0,
                      use_liger_kernel=liger, disable_tqdm=True, **{ckpt: checkpointing})
     peft_config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=0.0, target_modules=list(targets), task_type='CAUSAL_LM')
     data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, processing_class=tok, callbacks=[Timer()])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, processing_class=tok, callbacks=[step_seconds_callback(seconds)])
     collate = trainer.data_collator
     def counting(features):
         batch = collate(features); padded[0] += batch['input_ids'].numel(); return batch
@@ -394,20 +405,16 @@ def unsloth_sft(folder, config, tok, arch, ids, masks, targets, r, alpha, micro_
         raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
     import unsloth  # noqa: F401
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import SFTConfig, SFTTrainer
     model, loaded = unsloth_peft_model(folder, config, targets, r, alpha, checkpointing, seed)
     seconds, padded, real = [], [], []   # real and padded tokens per micro-batch, in the order the loader drew them
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
-        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
     # no gradient_checkpointing here: Unsloth takes it from get_peft_model (TRL's default True would be overridden)
     args = SFTConfig(output_dir=f'/tmp/rsi_train_speed/unsloth_{arch}', per_device_train_batch_size=micro_batch,
                      gradient_accumulation_steps=grad_accum, bf16=True, max_steps=steps, learning_rate=lr, lr_scheduler_type='constant',
                      max_grad_norm=1.0, logging_steps=1, save_strategy='no', report_to=[], seed=seed, max_length=2048,
                      dataloader_num_workers=0, disable_tqdm=True, dataset_num_proc=1, optim=optim)
     data = Dataset.from_dict({'input_ids': ids, 'assistant_masks': masks})
-    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[Timer()])
+    trainer = SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[step_seconds_callback(seconds)])
     collate = trainer.data_collator
     def counting(features):   # Unsloth's trainer logs no `num_tokens`: count here (padding-free rows come as one (1, N) row)
         batch = collate(features); padded.append(batch['input_ids'].numel())
@@ -442,7 +449,6 @@ def unsloth_dpo(folder, config, arch, pairs: Path, micro_batch, grad_accum, chec
         raise ValueError("unsloth must be imported before transformers/peft/trl in this process (main() does for unsloth-* variants)")
     import unsloth  # noqa: F401
     from datasets import Dataset
-    from transformers import TrainerCallback
     from trl import DPOConfig, DPOTrainer
     from rsi_repro.backends import load_tokenizer
     from rsi_repro.config import load_profile
@@ -454,16 +460,13 @@ def unsloth_dpo(folder, config, arch, pairs: Path, micro_batch, grad_accum, chec
     tok = load_tokenizer(ModelRef(str(folder)))
     model, loaded = unsloth_peft_model(folder, config, lora_targets(cfg.lora, arch), cfg.lora.r, cfg.lora.alpha, checkpointing, seed)
     seconds, padded = [], [0]
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
-        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
     args = DPOConfig(output_dir=f'/tmp/rsi_train_speed/unsloth_dpo_{arch}', per_device_train_batch_size=micro_batch,
                      gradient_accumulation_steps=grad_accum, bf16=True, max_steps=steps, learning_rate=arm.lr,
                      lr_scheduler_type='constant', max_grad_norm=1.0, logging_steps=1, save_strategy='no', report_to=[], seed=seed,
                      max_length=cfg.optim.seq_len, beta=arm.beta, loss_type=['sigmoid', 'sft'], loss_weights=[1.0, cfg.nll_weight],
                      dataloader_num_workers=0, disable_tqdm=True, dataset_num_proc=1, optim='adamw_torch_fused')
     data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in read_jsonl(pairs)])
-    trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[Timer()])
+    trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok, callbacks=[step_seconds_callback(seconds)])
     collate = trainer.data_collator
     def counting(features):
         batch = collate(features); padded[0] += batch['input_ids'].numel(); return batch
@@ -588,7 +591,6 @@ def trl_dpo(config, folder: Path, arch, pairs: Path, micro_batch, grad_accum, ch
     the device synchronised, real tokens from TRL's own `num_tokens`, padded tokens at the collator."""
     from datasets import Dataset
     from peft import LoraConfig
-    from transformers import TrainerCallback, TrainingArguments
     from trl import DPOConfig, DPOTrainer
     from rsi_repro.backends import load_tokenizer
     from rsi_repro.config import load_profile
@@ -601,10 +603,7 @@ def trl_dpo(config, folder: Path, arch, pairs: Path, micro_batch, grad_accum, ch
     free()
     model = random_model(config)
     seconds, padded = [], [0]
-    class Timer(TrainerCallback):
-        def on_step_begin(self, args, state, control, **kw): sync(); self.t0 = time.perf_counter()
-        def on_step_end(self, args, state, control, **kw): sync(); seconds.append(time.perf_counter() - self.t0)
-    ckpt = 'activation_checkpointing' if 'activation_checkpointing' in TrainingArguments.__dataclass_fields__ else 'gradient_checkpointing'
+    ckpt = checkpointing_argument()
     args = DPOConfig(output_dir=f'/tmp/rsi_train_speed/trl_dpo_{arch}', per_device_train_batch_size=micro_batch,
                      gradient_accumulation_steps=grad_accum, bf16=device() == 'cuda', max_steps=steps, learning_rate=arm.lr,
                      lr_scheduler_type='constant', max_grad_norm=1.0, logging_steps=1, save_strategy='no', report_to=[], seed=seed,
@@ -614,7 +613,7 @@ def trl_dpo(config, folder: Path, arch, pairs: Path, micro_batch, grad_accum, ch
     peft_config = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=0.0, target_modules=list(targets), task_type='CAUSAL_LM')
     data = Dataset.from_list([{k: p[k] for k in ('prompt', 'chosen', 'rejected')} for p in read_jsonl(pairs)])
     t0 = time.perf_counter()     # TRL 1.16 tokenises the pairs, and with `precompute` runs the reference pass, in __init__
-    trainer = DPOTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, processing_class=tok, callbacks=[Timer()])
+    trainer = DPOTrainer(model=model, args=args, train_dataset=data, peft_config=peft_config, processing_class=tok, callbacks=[step_seconds_callback(seconds)])
     init_seconds = time.perf_counter() - t0
     collate = trainer.data_collator
     def counting(features):
