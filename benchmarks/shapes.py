@@ -33,6 +33,10 @@ SHAPES = {'qwen3-moe-30b-a3b': ('qwen3_moe', QWEN3_MOE_30B_A3B), 'nemotron-h-31b
 # profile's NVIDIA-Nemotron-3.5-Lightning-30B-A3B base asks for 'nemotron_h-30b-a3b'), and what each shape is, in words.
 # The tiny shapes price nothing.
 ESTIMATE_SHAPES = {'qwen3-moe-30b-a3b': 'qwen3_moe-30b-a3b', 'nemotron-h-31b': 'nemotron_h-30b-a3b'}
+# The card those shapes' rates are measured on: the estimate is one machine's bill, so every rate it reads comes from
+# one kind of GPU. The 30B layouts' weights (61-63 GB) leave an 80 GB card too little memory for the card's batch split: on an
+# H100 the Nemotron-H layout at r=64 trained 3 x 16 at 2,843 tokens/s (2026-12-07), a memory-bound split, not its rate.
+ESTIMATE_DEVICE = 'NVIDIA H200'
 SHAPE_WORDS = {'qwen3-moe-30b-a3b': 'the Qwen3-MoE 30B-A3B config (48 layers, 128 experts top-8, 30.5 B parameters)',
                'nemotron-h-31b': 'the Nemotron-H 30B-A3B layout (52 layers: 23 Mamba-2, 23 MoE with 128 experts top-6, 6 attention; '
                                  '31.6 B parameters)',

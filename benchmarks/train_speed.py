@@ -65,7 +65,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / 'benchmarks'))
-from shapes import ESTIMATE_SHAPES, SHAPE_WORDS, SHAPES, build_config  # noqa: E402
+from shapes import ESTIMATE_DEVICE, ESTIMATE_SHAPES, SHAPE_WORDS, SHAPES, build_config  # noqa: E402
 from flops import SPEC_PEAK, mfu, training_flops_per_token  # noqa: E402
 
 
@@ -742,13 +742,21 @@ def profile_dpo_arms() -> int:
     return len(dpo.grid) + len(dpo.rank_seed)
 
 
+def reference_apart(row) -> bool:
+    """Whether a DPO row's timed steps leave the reference forward out: the library's shared pass, or TRL's
+    `precompute_ref_log_probs` (its pass in the trainer's set-up, before the first step). Then a token's work in a step
+    is the policy's forward and backward alone, as for SFT."""
+    st = row['settings'] or {}
+    return bool(st.get('shared_reference') or st.get('precompute_ref_log_probs'))
+
+
 def flops_beside(row, measured_peak: float | None = None) -> dict:
     """The row's model FLOPs per token (benchmarks/flops.py's formula) and its rates as MFU: of the device's spec peak, and
     of its measured one (a `peak` variant's) where the file has one."""
     from rsi_repro.train import LORA_TARGETS
     arch, cfg = SHAPES[row['shape']]
     f = training_flops_per_token(cfg, arch, row['mean_row_tokens'], row['lora_r'], LORA_TARGETS[arch], bool(row['activation_checkpointing']),
-                                 reference_forward=row['stage'] == 'dpo' and not (row['settings'] or {}).get('shared_reference'))
+                                 reference_forward=row['stage'] == 'dpo' and not reference_apart(row))
     peak = SPEC_PEAK.get(row['device'])
     out = {'gflops_per_token': round(f['flops_per_token'] / 1e9, 2)}
     if peak:
@@ -783,11 +791,13 @@ def rate_rows(summary) -> dict[str, list[dict]]:
     under its own key, `rsi_repro.estimate.rank_key`), the library's rows of the last
     commit measured (`ours` for `train.sft.<shape>`, `ours-compile` for `train.sft-compile.<shape>`, `ours-compile-pad16`
     for `train.sft-compile-pad16.<shape>`, `ours-dpo`, the profile's DPO settings, for `train.dpo.<shape>`): the keys
-    `rsi-repro estimate` asks for by the profile's settings. Several rows of one commit are repeated runs of one thing."""
+    `rsi-repro estimate` asks for by the profile's settings. Several rows of one commit are repeated runs of one thing.
+    Only rows measured on `ESTIMATE_DEVICE` set a rate: one card's bill."""
     from rsi_repro.estimate import rank_key, training_tag
     rows = {}
     for row in summary:
-        if row['library'] and row['shape'] in ESTIMATE_SHAPES and not row.get('tag'):   # a tag marks a departure from the library's own run
+        # a tag marks a departure from the library's own run; a row from another card than the estimate's prices nothing
+        if row['library'] and row['shape'] in ESTIMATE_SHAPES and not row.get('tag') and row['device'] == ESTIMATE_DEVICE:
             pad = (row['settings'] or {}).get('pad_to_multiple_of', 1)
             key = f"train.{row['stage']}{training_tag(row_kernels(row), pad)}.{ESTIMATE_SHAPES[row['shape']]}"
             if row['lora_r'] != RATE_RANKS[row['stage']]: key = rank_key(key, row['lora_r'])   # another rank's rate: its own key

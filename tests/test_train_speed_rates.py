@@ -26,7 +26,8 @@ def train_speed():
 def test_the_rates_are_the_library_rows_tokens_per_s():
     ts = train_speed()
     assert DOC['rates'] == ts.rates_from_summary(DOC['summary'])
-    library = [r for r in DOC['summary'] if r['library'] and not r['tag']]     # a tagged run departs from the library's own
+    library = [r for r in DOC['summary'] if r['library'] and not r['tag']     # a tagged run departs from the library's own
+               and r['device'] == ts.ESTIMATE_DEVICE]                          # and the bill is one card's
     tagged = [r for r in DOC['summary'] if r['library'] and r['tag']]
     assert any(r['tag'] == 'PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False' for r in tagged)
     assert not {r['tokens_per_s'] for r in tagged if r['date'] >= '2026-12-03'} & {v['value'] for v in DOC['rates'].values()}
@@ -54,7 +55,7 @@ def test_the_rates_are_the_library_rows_tokens_per_s():
         assert f"r={rows[-1]['lora_r']}" in rate['what']
         assert ('SFT-shaped' in rate['what'] and 'not DPO' in rate['what']) if stage == 'sft' else rate['what'].startswith('DPO')
     priced = [r for r in library if r['shape'] in ts.ESTIMATE_SHAPES]   # the e16 layout (an A/B on an 80 GB card) prices nothing
-    assert {r['shape'] for r in library} - set(ts.ESTIMATE_SHAPES) == {'nemotron-h-31b-e16'}
+    assert {r['shape'] for r in DOC['summary'] if r['library']} - set(ts.ESTIMATE_SHAPES) == {'nemotron-h-31b-e16'}
     assert {(r['shape'], r['stage']) for r in priced} == {(s, t) for s in ('qwen3-moe-30b-a3b', 'nemotron-h-31b') for t in ('sft', 'dpo')}
     assert {k: v['value'] for k, v in DOC['rates'].items()} == {
         'train.sft.qwen3_moe-30b-a3b': 10327.2, 'train.sft.nemotron_h-30b-a3b': 13489.6,
@@ -89,7 +90,8 @@ def test_a_hand_edit_on_either_side_is_seen():
     edited['rates']['train.sft.nemotron_h-30b-a3b']['value'] = 12000.0
     assert edited['rates'] != ts.rates_from_summary(edited['summary'])
     edited = copy.deepcopy(DOC)
-    [r for r in edited['summary'] if r['library'] and r['shape'] == 'nemotron-h-31b' and r['stage'] == 'sft'][-1]['tokens_per_s'] = 12000.0
+    [r for r in edited['summary'] if r['library'] and r['shape'] == 'nemotron-h-31b' and r['stage'] == 'sft'
+     and r['device'] == ts.ESTIMATE_DEVICE][-1]['tokens_per_s'] = 12000.0
     assert DOC['rates'] != ts.rates_from_summary(edited['summary']) and edited['summary'] != ts.summarise(edited)
 
 
@@ -169,7 +171,7 @@ def test_every_row_reports_its_timed_steps_median_spread_and_slow_steps():
     assert [(r['shape'], r['variant']) for r in halves if r['second_half_median_tokens_per_s'] < r['first_half_median_tokens_per_s']] \
         == [('nemotron-h-31b-e16', 'ours-dpo-compile-pad16')] and len(halves) == 16
     steady = [row['steady'] for row in DOC['summary'] if row['date'] >= '2026-12-02']
-    assert all(steady) and len(steady) == 58                                   # every run since 2026-12-02: 20 timed steps or more
+    assert all(steady) and len(steady) == 63                                   # every run since 2026-12-02: 20 timed steps or more
     assert not any(row['steady'] for row in DOC['summary'] if row['date'] < '2026-12-02')   # the 1-4-step runs before
 
 
@@ -222,7 +224,8 @@ def test_a_rate_at_another_rank_has_its_own_key_and_prices_that_rank(tmp_path):
     import shutil
     from rsi_repro.estimate import estimate, rank_key, rank_lines
     ts = train_speed()
-    sft = [r for r in DOC['summary'] if r['library'] and r['variant'] == 'ours-compile-pad16' and r['shape'] == 'nemotron-h-31b'][-1]
+    sft = [r for r in DOC['summary'] if r['library'] and r['variant'] == 'ours-compile-pad16' and r['shape'] == 'nemotron-h-31b'
+           and r['device'] == ts.ESTIMATE_DEVICE][-1]
     key, fast = 'train.sft-compile-pad16.nemotron_h-30b-a3b', {**sft, 'lora_r': 64, 'tokens_per_s': 20000.0}
     rates = ts.rates_from_summary([sft, fast])
     assert rates[key]['value'] == sft['tokens_per_s'] and rates[key]['lora_r'] == 768
@@ -240,3 +243,26 @@ def test_a_rate_at_another_rank_has_its_own_key_and_prices_that_rank(tmp_path):
     assert not any(line.startswith('  sft ') for line in rank_lines(est)) and rank_key(key, 64) in est.rates
     from rsi_repro.estimate import format_estimate
     assert f"(r=64)                 {rank_key(key, 64)}: 20,000.0 tokens/s" in format_estimate(est)      # listed with the rates
+
+
+def test_only_the_estimates_card_sets_a_rate():
+    """The estimate is one machine's bill: a library row of an estimate shape measured on another card (the 30B layout on
+    an H100, memory-bound at 3 x 16) is in the summary and sets no rate; the same row on the estimate's card does."""
+    ts = train_speed()
+    h100 = [r for r in DOC['summary'] if r['library'] and r['shape'] == 'nemotron-h-31b' and r['device'] != ts.ESTIMATE_DEVICE]
+    assert [(r['variant'], r['lora_r'], r['micro_batch'], r['grad_accum']) for r in h100] == [('ours-compile-pad16', 64, 3, 16)]
+    key = 'train.sft-compile-pad16-r64.nemotron_h-30b-a3b'
+    assert key not in DOC['rates'] and key not in ts.rates_from_summary(h100)
+    assert ts.rates_from_summary([{**h100[0], 'device': ts.ESTIMATE_DEVICE}])[key]['value'] == h100[0]['tokens_per_s']
+    assert all(r['device'] == ts.ESTIMATE_DEVICE for rows in ts.rate_rows(DOC['summary']).values() for r in rows)
+
+
+def test_a_dpo_step_without_the_reference_forward_is_counted_as_such():
+    """MFU counts the reference forward only where the timed steps run it: TRL's DPOTrainer by default, not the library's
+    shared pass nor TRL's `precompute_ref_log_probs` (its pass in the trainer's set-up)."""
+    ts = train_speed()
+    rows = {r['variant']: r for r in DOC['summary'] if r['shape'] == 'nemotron-h-31b-e16' and r['stage'] == 'dpo'}
+    every, pre, ours = rows['trl-dpo-4x12'], rows['trl-dpo-precompute-4x12'], rows['ours-dpo-compile-pad16']
+    assert not ts.reference_apart(every) and ts.reference_apart(pre) and ts.reference_apart(ours)
+    assert pre['gflops_per_token'] == ours['gflops_per_token'] < every['gflops_per_token']
+    assert ts.flops_beside({**pre, 'settings': {**pre['settings'], 'precompute_ref_log_probs': False}})['gflops_per_token'] == every['gflops_per_token']
