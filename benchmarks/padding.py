@@ -7,9 +7,10 @@ tokens its rows' sum, over `--epochs` epochs of each order.
 
     python benchmarks/padding.py --out benchmarks/results/padding.json
 
-Rows: the synthetic rows `train_speed.py` trains on (log-normal lengths, mean ~330 tokens), and the SFT samples of
-tulu-3 and smoltalk in `data/corpora` through the study's chat template with the tiny base's tokenizer (as an SFT mix
-stores them; seq_len 2048). The padding is the share of a micro-batch's tokens that are padding, over the run: the
+Rows: the synthetic rows `train_speed.py` trains on (log-normal lengths, mean ~330 tokens), and the tiny profile's
+SFT rows in tulu-3's and smoltalk's schemas in `data/corpora` (question-and-answer rows written from Python's
+docstrings, not samples of either corpus) through the study's chat template with the tiny base's tokenizer (as an SFT
+mix stores them; seq_len 2048). The padding is the share of a micro-batch's tokens that are padding, over the run: the
 compute a step spends on nothing, which a tokens/s that counts real tokens does not count.
 """
 import argparse, importlib.util, json, sys, tempfile, time
