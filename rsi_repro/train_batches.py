@@ -115,26 +115,39 @@ def trainer_class(base: type) -> type:
 # %% ../nbs/31b_train_batches.ipynb #f011
 SPLIT_NOISE = 0.05     # how much faster a smaller micro-batch's probe must be to be taken over a larger one's
 
+def _search_splits(effective: int, sizes, measure, ckpt: bool, noise: float, table: list) -> Optional[tuple[int, float]]:
+    "From the largest micro-batch in `sizes` down: the first that fits, then each smaller one more than `noise` faster."
+    best = None
+    for m in sizes:
+        t = measure(m, ckpt)
+        table.append({'micro_batch': m, 'grad_accum': effective // m, 'activation_checkpointing': ckpt,
+                      'seconds_per_step': None if t is None else round(t, 4)})
+        if t is None: continue
+        if best is not None and t >= best[1] * (1 - noise): break
+        best = (m, t)
+    return best
+
 def choose_split(effective: int,          # examples per optimiser step on this device
                  measure,                 # (micro_batch, checkpointing) -> seconds per step, or None when it does not fit
-                 checkpointing,           # True, False or 'auto' (only when no split fits without)
+                 checkpointing,           # True, False or 'auto' (recomputed where it lets a larger micro-batch fit)
                  noise: float = SPLIT_NOISE,
                  ) -> tuple[Split, list[dict]]:
     """The fastest split of `effective` that fits. Splits are tried from the largest micro-batch down; a smaller one
     replaces the best so far only when its step is more than `noise` faster (a smaller micro-batch adds steps, and a
-    probe's time is noisy), and the search stops at the first that is not."""
-    modes = [False, True] if checkpointing == 'auto' else [bool(checkpointing)]
+    probe's time is noisy), and the search stops at the first that is not. With 'auto' the search runs without
+    checkpointing, then again with it over the larger micro-batches that did not fit; the second search's best is taken
+    only when more than `noise` faster (all of them when nothing fitted without)."""
+    sizes = [d for d in range(effective, 0, -1) if effective % d == 0]
     table = []
-    for ckpt in modes:
-        best = None
-        for m in (d for d in range(effective, 0, -1) if effective % d == 0):
-            t = measure(m, ckpt)
-            table.append({'micro_batch': m, 'grad_accum': effective // m, 'activation_checkpointing': ckpt,
-                          'seconds_per_step': None if t is None else round(t, 4)})
-            if t is None: continue
-            if best is not None and t >= best[1] * (1 - noise): break
-            best = (m, t)
-        if best: return Split(best[0], effective // best[0], ckpt), table
+    ckpt = checkpointing is True
+    best = _search_splits(effective, sizes, measure, ckpt, noise, table)
+    if checkpointing == 'auto':
+        refused = {r['micro_batch'] for r in table if r['seconds_per_step'] is None}
+        larger = [m for m in sizes if m in refused and (best is None or m > best[0])]
+        recomputed = _search_splits(effective, larger, measure, True, noise, table) if larger else None
+        if recomputed and (best is None or recomputed[1] < best[1] * (1 - noise)): best, ckpt = recomputed, True
+    if best: return Split(best[0], effective // best[0], ckpt), table
+    modes = [False, True] if checkpointing == 'auto' else [bool(checkpointing)]
     raise RuntimeError(f"no split of {effective} examples per step fits this GPU "
                        f"(tried {', '.join('%dx%d' % (r['micro_batch'], r['grad_accum']) for r in table)}, checkpointing {modes})")
 
