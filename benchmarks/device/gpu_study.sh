@@ -193,6 +193,10 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
          nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active,memory.used \
            --format=csv -l 2 > "$OUT/clocks_$(date +%H%M%S).csv" 2>/dev/null & clocks=$!
          IFS=';' read -ra joblist <<< "$jobs"
+         # Unsloth's wheels install when the lane starts too: a later call that does not carry them removes the folder
+         # from the machine's copy of the tree before a later job of this lane would install them (2026-12-07)
+         [[ "$jobs" == *unsloth-* ]] && [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && \
+           python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
          for job in "${joblist[@]}"; do
            set -- $job; envs=()
            while [[ "${1:-}" == *=* ]]; do envs+=("$1"); shift; done
@@ -203,6 +207,8 @@ for r in json.load(open('outputs/tiny-vllm/report/summary.json'))['ladder']:
            # installed when its job starts, not when the lane does: a later call may carry .unsloth_wheels meanwhile
            [[ "$*" == *unsloth-* ]] && [ -d .unsloth_wheels/slim ] && [ ! -d /tmp/unsloth_site ] && \
              python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/unsloth_site .unsloth_wheels/slim/*.whl
+           if [[ "$*" == *unsloth-* ]] && [ ! -d /tmp/unsloth_site ]; then
+             echo "$(date +%T) skipped: $shape $* needs Unsloth, and no call of this machine carried .unsloth_wheels" | tee -a "$OUT/speed_jobs.txt"; continue; fi
            [[ "$*" == *unsloth-* ]] && { path=/tmp/unsloth_site:$path
              envs+=(HF_HUB_OFFLINE=1 UNSLOTH_DISABLE_STATISTICS=1 UNSLOTH_COMPILE_LOCATION=/tmp/unsloth_compiled_cache); }
            log="$OUT/speed_${shape}_${1}_$(date +%H%M%S).log"     # timed: a later call's job of the same shape keeps its own log
