@@ -66,7 +66,9 @@ def plain(model, tok, rendered, max_new, batch, stops):
     return n_out
 
 
-SHAPE_BACKENDS = ('hf', 'vllm', 'vllm-not-invariant', 'vllm-invariant')
+SHAPE_BACKENDS = ('hf', 'vllm', 'vllm-not-invariant', 'vllm-invariant', 'vllm-ssm-bf16')
+# vllm-ssm-bf16: the profile's engine without batch invariance and with the Mamba layers' state in bfloat16
+# (serving.vllm.mamba_ssm_cache_dtype), priced only for a profile that sets it: it decodes other tokens
 
 
 def shape_folder(shape: str, work: Path) -> tuple[str, Path]:
@@ -91,8 +93,9 @@ def shape_serving(a):
     "The nemotron profile's serving settings, with this benchmark's lengths and the batch each run uses."
     from rsi_repro.config import load_profile
     serving = load_profile(ROOT / 'configs/nemotron.yaml').serving
-    invariant = {'vllm-not-invariant': False, 'vllm-invariant': True}.get(a.backend, serving.vllm.batch_invariant)
+    invariant = {'vllm-not-invariant': False, 'vllm-invariant': True, 'vllm-ssm-bf16': False}.get(a.backend, serving.vllm.batch_invariant)
     vllm = replace(serving.vllm, batch_invariant=invariant)
+    if a.backend == 'vllm-ssm-bf16': vllm = replace(vllm, mamba_ssm_cache_dtype='bfloat16')
     return replace(serving, max_input_tokens=a.prompt_tokens, max_new_tokens=a.new_tokens, batch_size=max(a.batches), vllm=vllm)
 
 
@@ -177,20 +180,25 @@ def shape_versions() -> dict:
 
 
 def shape_rates(doc) -> dict[str, dict]:
-    """The file's `rates` for `rsi-repro estimate`: `generate.<hf|vllm|vllm-invariant>.b<batch>.<shape>`, the last run of
-    each batch size; a vLLM entry is keyed by the batch invariance it ran with (its recorded VLLM_BATCH_INVARIANT)."""
+    """The file's `rates` for `rsi-repro estimate`: `generate.<hf|vllm|vllm-invariant>[-ssm-bf16].b<batch>.<shape>`, the
+    last run of each batch size; a vLLM entry is keyed by the batch invariance it ran with (its recorded
+    VLLM_BATCH_INVARIANT) and the Mamba state dtype its engine was given (`rsi_repro.estimate.vllm_tag`)."""
     sys.path.insert(0, str(ROOT / 'benchmarks'))
     from shapes import ESTIMATE_SHAPES, SHAPE_WORDS
+    from types import SimpleNamespace
+    from rsi_repro.estimate import vllm_tag
     m = doc['meta']; shape = m['shape']
     if shape not in ESTIMATE_SHAPES: return {}
     out = {}
     for entry in doc.get('backends', {}).values():
         if 'rate' not in entry: continue
         inv = entry.get('VLLM_BATCH_INVARIANT') == '1'
-        kind = 'hf' if entry['backend'] == 'hf' else ('vllm-invariant' if inv else 'vllm')
+        state = (entry.get('engine_args') or {}).get('mamba_ssm_cache_dtype', 'auto')
+        kind = 'hf' if entry['backend'] == 'hf' else vllm_tag(SimpleNamespace(batch_invariant=inv, mamba_ssm_cache_dtype=state))
         how = ("rsi_repro.generate's HFBackend (transformers generate)" if kind == 'hf' else
                f"rsi_repro.generate's VLLMBackend (vLLM {m['versions'].get('vllm')}, load_format='dummy', batch invariance "
-               f"{'on' if inv else 'off'}, the nemotron profile's other serving.vllm settings)")
+               f"{'on' if inv else 'off'}" + ('' if state == 'auto' else f", the Mamba layers' state in {state}") +
+               ", the nemotron profile's other serving.vllm settings)")
         for bs, v in entry['rate'].items():
             key = f"generate.{kind}.b{bs}.{ESTIMATE_SHAPES[shape]}"
             if key in out: raise ValueError(f"two backends of this file give {key}; keep one of them (their batch invariance is the same)")

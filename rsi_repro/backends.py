@@ -352,6 +352,11 @@ def vllm_engine_args(model: ModelRef, serving: Serving) -> dict:
               gpu_memory_utilization=v.gpu_memory_utilization, enforce_eager=v.enforce_eager,
               tensor_parallel_size=v.tensor_parallel_size, max_num_seqs=v.max_num_seqs)
     if v.kv_cache_gib is not None: kw['kv_cache_memory_bytes'] = int(v.kv_cache_gib * 2**30)
+    if v.mamba_ssm_cache_dtype != 'auto':
+        if not mamba_layers(model):            # a setting that would change nothing is a mistake in the profile
+            raise ValueError(f"{model.base}: serving.vllm.mamba_ssm_cache_dtype is {v.mamba_ssm_cache_dtype}, but this base has "
+                             f"no Mamba layers; leave it at auto")
+        kw['mamba_ssm_cache_dtype'] = v.mamba_ssm_cache_dtype
     return kw
 
 # %% ../nbs/03a_backends.ipynb #c014xf

@@ -12,13 +12,13 @@ from typing import Mapping, Optional, Sequence
 from .config import Profile
 
 # %% auto #0
-__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'Rate', 'lookup', 'read_rates', 'shape_of', 'training_tag', 'rank_key',
-           'rate_keys', 'Line', 'price', 'Estimate', 'missing_message', 'estimate', 'gpu_rows', 'cpu_rows',
-           'preemption', 'preemption_lines', 'measured_line', 'rank_lines', 'format_estimate', 'to_json',
-           'estimate_command', 'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS',
-           'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests',
-           'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work',
-           'eval_work', 'soups_work', 'profile_work', 'MEASURED', 'measure_lengths']
+__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'STATE_TAGS', 'Rate', 'lookup', 'read_rates', 'shape_of',
+           'training_tag', 'rank_key', 'vllm_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message',
+           'estimate', 'gpu_rows', 'cpu_rows', 'preemption', 'preemption_lines', 'measured_line', 'rank_lines',
+           'format_estimate', 'to_json', 'estimate_command', 'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY',
+           'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths', 'run_lengths', 'Work',
+           'Checkpointing', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size',
+           'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work', 'MEASURED', 'measure_lengths']
 
 # %% ../nbs/94_estimate.ipynb #c003s
 from .workload import (
@@ -138,6 +138,13 @@ def rank_key(key: str, rank: int) -> str:
 
 def _optim_tag(optim) -> str: return training_tag(optim.kernels, optim.pad_to_multiple_of)
 
+STATE_TAGS = {'float32': 'fp32', 'bfloat16': 'bf16', 'float16': 'fp16'}
+
+def vllm_tag(v) -> str:
+    """How a vLLM generation rate's key names the settings that change its speed and its tokens: batch invariance
+    ('vllm-invariant') and a Mamba state dtype the profile sets ('-ssm-bf16'; `auto` is vLLM's own, float32 for Nemotron-H)."""
+    return ('vllm-invariant' if v.batch_invariant else 'vllm') + ('' if v.mamba_ssm_cache_dtype == 'auto' else f"-ssm-{STATE_TAGS[v.mamba_ssm_cache_dtype]}")
+
 def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
     """The rate key each kind of work is priced with: generation by backend at the profile's batch size, training by the
     fused layers and padding its sections ask for (the SFT stages by the sft section's, DPO and its reference pass by the
@@ -149,7 +156,7 @@ def rate_keys(profile: Profile, shape: str, overrides: Mapping[str, str] | None 
                                   "every SFT stage at one rate; give them the same kernels and pad_to_multiple_of")
     sft, dpo = _optim_tag(profile.sft.optim), _optim_tag(profile.dpo.optim)
     keys = {'generate.hf': f"generate.hf.b{profile.serving.batch_size}.{shape}",
-            'generate.vllm': f"generate.{'vllm-invariant' if profile.serving.vllm.batch_invariant else 'vllm'}.b{profile.serving.vllm.max_num_seqs}.{shape}",
+            'generate.vllm': f"generate.{vllm_tag(profile.serving.vllm)}.b{profile.serving.vllm.max_num_seqs}.{shape}",
             'train.sft': f"train.sft{sft}.{shape}", 'train.dpo': f"train.dpo{dpo}.{shape}",
             'train.dpo_reference': f"train.dpo_reference{dpo}.{shape}", **{k: k for k in CPU_KINDS}}
     for kind, key in (overrides or {}).items():

@@ -10,11 +10,11 @@ from typing import Any, Optional, Union
 from .typed import ProfileError, a_name, one_of, positive
 
 # %% auto #0
-__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-           'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'SOUP_PREFIX', 'CODE_ENV',
-           'CODE_ENV_PREFIXES', 'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus',
-           'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds',
-           'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
+__all__ = ['DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'MAMBA_STATE_DTYPES',
+           'SCHEDULES', 'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'SOUP_PREFIX',
+           'CODE_ENV', 'CODE_ENV_PREFIXES', 'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim',
+           'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage',
+           'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
 
 # %% ../nbs/00g_profile_sections.ipynb #c010
 DEFAULT_SYSTEM_PROMPT = "You are a helpful AI assistant. Answer the user's request clearly, accurately and concisely."
@@ -35,6 +35,8 @@ class Base:
         one_of(where, f"{p}.dtype", self.dtype, ('float32', 'bfloat16', 'float16'))
 
 # %% ../nbs/00g_profile_sections.ipynb #c010c
+MAMBA_STATE_DTYPES = ('auto', 'float32', 'bfloat16', 'float16')   # vLLM 0.26's MambaDType
+
 @dataclass(frozen=True)
 class VLLMSettings:
     "Settings only the vLLM backend reads."
@@ -49,8 +51,12 @@ class VLLMSettings:
     engines_per_gpu: int = 1            # engines side by side on each GPU, shards to whichever is free: a small model's
                                         # decoding is bound by each engine's own CPU loop, not by the GPU
     train_beside: bool = False          # a run's shared engines stay loaded while a stage trains (the GPU holds both)
+    mamba_ssm_cache_dtype: str = 'auto' # a Mamba layer's recurrent state in vLLM's cache: 'auto' is vLLM's choice (float32
+                                        # for Nemotron-H, the one it calls free of accuracy issues); bfloat16 halves the
+                                        # bytes a decode step moves for it, and changes the decoded tokens
     def validate(self, where, p):
         one_of(where, f"{p}.max_lora_rank", self.max_lora_rank, VLLM_LORA_RANKS)
+        one_of(where, f"{p}.mamba_ssm_cache_dtype", self.mamba_ssm_cache_dtype, MAMBA_STATE_DTYPES)
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ProfileError(where, f"{p}.gpu_memory_utilization", f"must be in (0, 1], got {self.gpu_memory_utilization}")
         if self.kv_cache_gib is not None and not self.kv_cache_gib > 0:

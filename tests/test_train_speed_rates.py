@@ -7,6 +7,7 @@ import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from rsi_repro.config import load_profile
 from rsi_repro.estimate import rate_keys, read_rates, shape_of
@@ -266,3 +267,21 @@ def test_a_dpo_step_without_the_reference_forward_is_counted_as_such():
     assert not ts.reference_apart(every) and ts.reference_apart(pre) and ts.reference_apart(ours)
     assert pre['gflops_per_token'] == ours['gflops_per_token'] < every['gflops_per_token']
     assert ts.flops_beside({**pre, 'settings': {**pre['settings'], 'precompute_ref_log_probs': False}})['gflops_per_token'] == every['gflops_per_token']
+
+
+def test_a_decode_with_the_mamba_state_in_bfloat16_is_priced_apart():
+    """generation.py's `vllm-ssm-bf16` entry (the engine given serving.vllm.mamba_ssm_cache_dtype: bfloat16) sets
+    `generate.vllm-ssm-bf16.<batch>.<shape>`, the key a profile that sets it asks for, and leaves the float32 rate alone."""
+    gen = generation()
+    doc = copy.deepcopy(json.loads((RESULTS / 'generation_nemotron-h-31b.json').read_text()))
+    plain = next(e for e in doc['backends'].values() if e['backend'] == 'vllm-not-invariant')
+    doc['backends']['vllm-ssm-bf16'] = {**plain, 'backend': 'vllm-ssm-bf16', 'rate': {'256': 12345.6},
+                                        'engine_args': {**plain['engine_args'], 'mamba_ssm_cache_dtype': 'bfloat16'}}
+    rates = gen.shape_rates(doc)
+    assert rates['generate.vllm-ssm-bf16.b256.nemotron_h-30b-a3b']['value'] == 12345.6
+    assert "the Mamba layers' state in bfloat16" in rates['generate.vllm-ssm-bf16.b256.nemotron_h-30b-a3b']['what']
+    assert rates['generate.vllm.b256.nemotron_h-30b-a3b'] == doc['rates']['generate.vllm.b256.nemotron_h-30b-a3b']
+    nemotron = load_profile(ROOT / 'configs' / 'nemotron.yaml')
+    bf16 = replace(nemotron, serving=replace(nemotron.serving, vllm=replace(nemotron.serving.vllm, mamba_ssm_cache_dtype='bfloat16')))
+    assert rate_keys(bf16, 'nemotron_h-30b-a3b')['generate.vllm'] in rates
+    assert gen.shape_serving(SimpleNamespace(backend='vllm-ssm-bf16', prompt_tokens=200, new_tokens=128, batches=[256])).vllm.mamba_ssm_cache_dtype == 'bfloat16'

@@ -18,6 +18,7 @@
 #                                                # found too little free memory to start, 2026-12-05)
 #   bash benchmarks/device/gpu_study.sh decode   # the real model's evaluation decode under several engine layouts (decode_engines.py)
 #   bash benchmarks/device/gpu_study.sh moeconfig  # the 30B layout's vLLM decode with the default fused-MoE config, then the H100's tuned one
+#   bash benchmarks/device/gpu_study.sh ssmstate # the 30B layout's vLLM decode with the Mamba state in float32, then bfloat16
 #   bash benchmarks/device/gpu_study.sh moetune  # the fused-MoE config tuned on this GPU for the 30B layout's decode (moe_tune.py),
 #                                                # then its vLLM decode with the default config and with the tuned ones
 #   bash benchmarks/device/gpu_study.sh enginestart  # where the first vLLM engine's start goes (engine_start.py: cold, then warm)
@@ -109,6 +110,13 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
        echo "== $v on $gpu"; grep -h "MoE config\|fused_moe.py" "$OUT/moe_$v.log" | cut -c1-240 | sort -u | head -n 4; tail -n 4 "$OUT/moe_$v.log"
      done
      [ -f "$own.hidden" ] && mv "$own.hidden" "$own" ;;
+  ssmstate) # the 30B layout's decode (generation.py, vLLM, random weights) with the Mamba layers' state in vLLM's float32
+            # (the profile's `auto`) and in bfloat16 (serving.vllm.mamba_ssm_cache_dtype), back to back, three runs a size: at
+            # batch 256 the float32 state is 25.1 of the 32.0 GB a step of this engine moves (generation_hbm.json)
+     gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
+     python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant vllm-ssm-bf16 --batches 64 256 --repeats 3 \
+       --backend-timeout 420 --out "$OUT/generation_nemotron-h-31b_ssm_state.json" > "$OUT/ssm_state.log" 2>&1
+     echo "== on $gpu"; grep -h "mamba_ssm_cache_dtype\|tok/s" "$OUT/ssm_state.log" | cut -c1-240 | tail -n 16 ;;
   moetune) # vLLM's fused-MoE kernel config tuned on this GPU for the 30B layout at its decode sizes (moe_tune.py: M = 64 and
            # 256 tokens, each timed with two routings of the tokens: `uniform`, a trained router's spread, and `engine`, every
            # token to the same 6 experts, as the dummy-weight engine of generation.py routes them), then the layout's decode
