@@ -20,21 +20,23 @@ from .typed import ProfileError, a_name, from_dict, to_dict
 __all__ = ['LORA_SECTIONS', 'Profile', 'check_soup_starts', 'source_ranks', 'check_vllm_ranks', 'adapter_ranks',
            'check_warm_start_ranks', 'project_root', 'deep_merge', 'DuplicateKey', 'StrictLoader', 'load_profile',
            'fingerprint', 'rooted', 'DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES',
-           'VLLM_LORA_RANKS', 'SCHEDULES', 'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS',
-           'CODE_ENV', 'CODE_ENV_PREFIXES', 'Base', 'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim',
-           'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage',
-           'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools', 'Stage', 'Compute']
+           'VLLM_LORA_RANKS', 'MAMBA_STATE_DTYPES', 'SCHEDULES', 'LORA_COMPUTE', 'PARALLEL', 'KERNELS',
+           'PAIR_READ_SEED', 'ANNOTATORS', 'CODE_ENV', 'CODE_ENV_PREFIXES', 'Base', 'VLLMSettings', 'Serving',
+           'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm', 'DPOSearchArm',
+           'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups', 'Pools',
+           'Stage', 'Compute']
 
 # %% ../nbs/00_config.ipynb #c003s
 from .profile_sections import (
-    DEFAULT_SYSTEM_PROMPT, ARCHITECTURES, BACKENDS, OVERLONG_POLICIES, VLLM_LORA_RANKS, SCHEDULES, LORA_COMPUTE,
-    PARALLEL, KERNELS, PAIR_READ_SEED, ANNOTATORS, SOUP_PREFIX, CODE_ENV, CODE_ENV_PREFIXES, Base, VLLMSettings, Serving,
+    DEFAULT_SYSTEM_PROMPT, ARCHITECTURES, BACKENDS, OVERLONG_POLICIES, VLLM_LORA_RANKS, MAMBA_STATE_DTYPES, SCHEDULES,
+    LORA_COMPUTE, PARALLEL, KERNELS, PAIR_READ_SEED, ANNOTATORS, SOUP_PREFIX, CODE_ENV, CODE_ENV_PREFIXES, Base,
+    VLLMSettings, Serving,
     check_decoding, Lora, Optim, Band, Corpus, MixTarget, SFTStage, DPOArm, DPOSearchArm, DPOStage, Sampling,
     RepairStage, Arm, Rounds, ReadSettings, PairRead, Soups, Pools, Stage, Compute)
 
 _all_ = [
-    'DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'SCHEDULES',
-    'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'CODE_ENV', 'CODE_ENV_PREFIXES', 'Base',
+    'DEFAULT_SYSTEM_PROMPT', 'ARCHITECTURES', 'BACKENDS', 'OVERLONG_POLICIES', 'VLLM_LORA_RANKS', 'MAMBA_STATE_DTYPES',
+    'SCHEDULES', 'LORA_COMPUTE', 'PARALLEL', 'KERNELS', 'PAIR_READ_SEED', 'ANNOTATORS', 'CODE_ENV', 'CODE_ENV_PREFIXES', 'Base',
     'VLLMSettings', 'Serving', 'check_decoding', 'Lora', 'Optim', 'Band', 'Corpus', 'MixTarget', 'SFTStage', 'DPOArm',
     'DPOSearchArm', 'DPOStage', 'Sampling', 'RepairStage', 'Arm', 'Rounds', 'ReadSettings', 'PairRead', 'Soups',
     'Pools', 'Stage', 'Compute']
