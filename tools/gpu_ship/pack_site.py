@@ -41,6 +41,8 @@ def tree_bytes() -> int:
 def pack(a):
     manifest = json.loads((ROOT / a.ship / 'manifest.json').read_text())
     wheels = [ROOT / a.wheels / w['file'] for w in manifest['wheels']] + sorted((ROOT / a.pipeline).glob('*.whl'))
+    # a wheel in both folders (dill: vLLM's and the pipeline's) once: pip refuses the same version named twice
+    wheels = list({w.name: w for w in reversed(wheels)}.values())[::-1]
     missing = [str(w) for w in wheels if not w.exists()]
     if missing: sys.exit(f"pack: wheels missing: {', '.join(missing[:5])} (run prepare_vllm.py / pipeline_wheels.py)")
     stage = Path(a.stage); shutil.rmtree(stage, ignore_errors=True)
