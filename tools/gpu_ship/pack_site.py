@@ -15,6 +15,9 @@ Each device call carries one piece (`carry: [.site_ship/manifest.json, .site_shi
 `mkdir -p /tmp/ship && cp .site_ship/parts/* /tmp/ship/`: a call removes the pieces an earlier call carried into the
 repository, so each moves its own out. The call with the last piece carries the zstandard wheel too and runs `unpack`,
 which refuses a missing or changed piece by name before it writes anything.
+The pieces are cut to what the tree leaves of a call: on 2026-12-07 (97 wheels, 240 MiB) 11 pieces beside the ~41 MB tree,
+6 with both bases' weights moved aside (data/tiny_base and data/nemotron_h_small's model.safetensors, which the speed
+and ssmstate lanes do not read). Move them aside before `pack` (or `cut`) and for every call, then put them back.
 """
 import argparse, hashlib, json, shutil, subprocess, sys, tarfile, zipfile
 from pathlib import Path
@@ -38,11 +41,25 @@ def tree_bytes() -> int:
     return sum((ROOT / p.decode()).stat().st_size for p in out if p and (ROOT / p.decode()).is_file())
 
 
+def project(wheel: Path) -> str:
+    "A wheel's project, normalised as pip compares them (the file name's first field)."
+    return wheel.name.split('-')[0].replace('.', '_').lower()
+
+
+def ship_wheels(listed: list, pipeline: list) -> list:
+    """vLLM's wheels, then the pipeline's that vLLM's list does not hold already: a file in both folders (dill 0.4.1)
+    once, since pip refuses the same version named twice. Two versions of one project are refused here, by name."""
+    seen = {}
+    for w in [*listed, *pipeline]:
+        first = seen.setdefault(project(w), w)
+        if first.name.split('-')[1] != w.name.split('-')[1]:
+            sys.exit(f"pack: {first} and {w} are two versions of {project(w)}; keep one (prepare_vllm.py's list or pipeline_wheels.py's)")
+    return list(seen.values())
+
+
 def pack(a):
     manifest = json.loads((ROOT / a.ship / 'manifest.json').read_text())
-    wheels = [ROOT / a.wheels / w['file'] for w in manifest['wheels']] + sorted((ROOT / a.pipeline).glob('*.whl'))
-    # a wheel in both folders (dill: vLLM's and the pipeline's) once: pip refuses the same version named twice
-    wheels = list({w.name: w for w in reversed(wheels)}.values())[::-1]
+    wheels = ship_wheels([ROOT / a.wheels / w['file'] for w in manifest['wheels']], sorted((ROOT / a.pipeline).glob('*.whl')))
     missing = [str(w) for w in wheels if not w.exists()]
     if missing: sys.exit(f"pack: wheels missing: {', '.join(missing[:5])} (run prepare_vllm.py / pipeline_wheels.py)")
     stage = Path(a.stage); shutil.rmtree(stage, ignore_errors=True)
