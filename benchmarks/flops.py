@@ -22,7 +22,8 @@ Decoding is bound by memory, not FLOPs. `decode_bytes_per_step` counts the bytes
 HBM: every matrix it uses read once in bf16 (the routed experts: as many distinct ones as the batch's tokens pick, between
 k when every token picks the same and E(1 - (1 - k/E)^batch) when each picks at random), the attention layers' K and V
 over the context, and each
-Mamba-2 layer's state read and written (float32, as vLLM keeps it for Nemotron-H) with its convolution state. A
+Mamba-2 layer's state read and written (float32, as vLLM keeps it for Nemotron-H, or the dtype the engine was given:
+`STATE_BYTES`) with its convolution state. A
 measured output rate of a batch gives decode steps per second (rate / batch; prefill included, so a lower bound), and
 `hbm_fraction` the share of the GPU's bandwidth those bytes take.
 
@@ -30,7 +31,10 @@ measured output rate of a batch gives decode steps per second (rate / batch; pre
 """
 
 SPEC_PEAK = {'NVIDIA H200': 989.4e12, 'NVIDIA H100 80GB HBM3': 989.4e12}   # dense bf16 tensor-core FLOP/s, the vendor's figure for the SXM parts (no sparsity)
-SPEC_HBM = {'NVIDIA H200': 4.8e12}      # HBM bytes/s, the vendor's figure
+SPEC_HBM = {'NVIDIA H200': 4.8e12, 'NVIDIA H100 80GB HBM3': 3.35e12}      # HBM bytes/s, the vendor's figure for the SXM parts
+# bytes an element of a Mamba layer's state takes in vLLM's cache, by serving.vllm.mamba_ssm_cache_dtype; `auto` is
+# vLLM's own choice, float32 for Nemotron-H (NemotronHForCausalLMConfig in vLLM 0.26)
+STATE_BYTES = {'auto': 4, 'float32': 4, 'bfloat16': 2, 'float16': 2}
 
 
 def _layers(cfg: dict, architecture: str) -> list[str]:
@@ -126,25 +130,41 @@ def hbm_fraction(output_tokens_per_s: float, batch: int, bytes_per_step: float, 
     return output_tokens_per_s / batch * bytes_per_step / bandwidth
 
 
-def generation_table(docs) -> list[dict]:
-    "One row per backend and batch of the generation results: the measured rate, the bytes a step moves, and the share of HBM."
+def state_dtype(engine_args: dict | None, where: str) -> str:
+    "The Mamba state's dtype a measured engine ran with (its recorded engine arguments; `auto` where none was set)."
+    dtype = (engine_args or {}).get('mamba_ssm_cache_dtype', 'auto')
+    if dtype not in STATE_BYTES: raise ValueError(f"{where}: mamba_ssm_cache_dtype {dtype!r} is none of {sorted(STATE_BYTES)}")
+    return dtype
+
+
+def generation_table(files: dict) -> list[dict]:
+    """One row per backend and batch of the generation results: the measured rate, the bytes a step moves (the Mamba
+    state at the dtype that engine kept it in), and the share of its GPU's HBM. `files`: each results file's name and its
+    contents; a row names its file, since two runs of one backend (another MoE config, another GPU) are otherwise alike."""
     from shapes import SHAPES
     rows = []
-    for doc in docs:
+    for source, doc in files.items():
         meta = doc['meta']
         arch, cfg = SHAPES[meta['shape']]
         context = meta['prompt_tokens'] + meta['new_tokens'] / 2
+        if meta['device'] not in SPEC_HBM: raise ValueError(f"{meta['shape']} on {meta['device']!r}: no HBM bandwidth for that GPU in SPEC_HBM")
         for name, b in doc['backends'].items():
+            dtype = state_dtype(b.get('engine_args'), f"{meta['shape']} {name}")
             for batch, rate in sorted((int(k), v) for k, v in (b.get('rate') or {}).items()):
                 row = {'shape': meta['shape'], 'backend': name, 'batch': batch, 'output_tokens_per_s': rate,
-                       'decode_steps_per_s': round(rate / batch, 2)}
+                       'decode_steps_per_s': round(rate / batch, 2), **({'mamba_state_dtype': dtype} if arch == 'nemotron_h' else {})}
                 for routing in ('shared', 'uniform'):
-                    step = decode_bytes_per_step(cfg, arch, batch, context, routing)
+                    step = decode_bytes_per_step(cfg, arch, batch, context, routing, state_bytes=STATE_BYTES[dtype])
                     row[routing] = {'gb_per_step': round(step['bytes'] / 1e9, 2), **{f'gb_{k}': round(v / 1e9, 2) for k, v in step.items() if k != 'bytes'},
                                     'hbm_fraction_of_spec': round(hbm_fraction(rate, batch, step['bytes'], SPEC_HBM[meta['device']]), 3)}
-                rows.append({**row, 'device': meta['device'], 'date': meta['date']})
+                rows.append({**row, 'device': meta['device'], 'date': meta['date'], 'file': source})
     return rows
 
+
+# the committed decode runs the table reads (a run of another dtype or GPU joins the list when its file is committed)
+# Not the H100's runs (generation_nemotron-h-31b_moe_*_h100.json): there a batch of 256 decodes in two waves (its KV cache
+# holds 157 requests of this length), so a step is not rate / batch.
+GENERATION_FILES = ['generation_qwen3-moe-30b-a3b.json', 'generation_nemotron-h-31b.json']
 
 if __name__ == '__main__':
     import argparse, json, sys
@@ -154,11 +174,10 @@ if __name__ == '__main__':
     a = ap.parse_args()
     if not a.generation: ap.error('nothing asked: --generation')
     results = Path(__file__).resolve().parent / 'results'
-    files = ['generation_qwen3-moe-30b-a3b.json', 'generation_nemotron-h-31b.json']
-    rows = generation_table(json.loads((results / f).read_text()) for f in files)
-    doc = {'what': "the share of the H200's HBM bandwidth (the vendor's 4.8 TB/s) that decoding at each measured rate moves, "
+    rows = generation_table({f: json.loads((results / f).read_text()) for f in GENERATION_FILES})
+    doc = {'what': "the share of its GPU's HBM bandwidth (SPEC_HBM: the vendor's figure, 4.8 TB/s for the H200, 3.35 for the H100) that decoding at each measured rate moves, "
                    "by benchmarks/flops.py's byte count (its docstring states it), for routing that sends every token to the same "
-                   "experts ('shared', the fewest bytes) and at random ('uniform'), from " + ', '.join(files),
+                   "experts ('shared', the fewest bytes) and at random ('uniform'), from " + ', '.join(GENERATION_FILES),
            'rows': rows}
     (results / 'generation_hbm.json').write_text(json.dumps(doc, indent=1) + '\n')
     for r in rows: print(f"{r['shape']:<20} {r['backend']:<20} b{r['batch']:<4} {r['output_tokens_per_s']:>9,.1f} tok/s  "

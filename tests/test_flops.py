@@ -76,7 +76,7 @@ def test_decode_bytes_bound_what_every_measured_rate_moves():
     and all of them; with every expert read, the weights are the whole model's; no measured rate moves more than the
     GPU's bandwidth with the fewest bytes any routing needs; generation_hbm.json is the table the committed runs give."""
     import json
-    from flops import decode_bytes_per_step, expected_distinct, generation_table
+    from flops import GENERATION_FILES, decode_bytes_per_step, expected_distinct, generation_table
     assert expected_distinct(128, 8, 1) == pytest.approx(8) and expected_distinct(128, 8, 10_000) == pytest.approx(128)
     for cfg, arch, _ in SHAPES:
         shared, uniform = (decode_bytes_per_step(cfg, arch, 256, 264, r) for r in ('shared', 'uniform'))
@@ -85,7 +85,31 @@ def test_decode_bytes_bound_what_every_measured_rate_moves():
         assert decode_bytes_per_step(cfg, arch, 100_000, 264)['weights'] == pytest.approx(everything, rel=1e-6)
         assert (uniform['mamba_state'] > 0) == (arch == 'nemotron_h')
     results = Path(__file__).resolve().parents[1] / 'benchmarks/results'
-    files = ['generation_qwen3-moe-30b-a3b.json', 'generation_nemotron-h-31b.json']
-    rows = generation_table(json.loads((results / f).read_text()) for f in files)
+    rows = generation_table({f: json.loads((results / f).read_text()) for f in GENERATION_FILES})
     assert rows and all(r['shared']['hbm_fraction_of_spec'] <= 1 for r in rows)
     assert json.loads((results / 'generation_hbm.json').read_text())['rows'] == rows
+
+
+def test_a_runs_mamba_state_is_counted_at_the_dtype_its_engine_kept_it_in():
+    """An engine given serving.vllm.mamba_ssm_cache_dtype: bfloat16 moves its Mamba state at two bytes an element, the
+    weights and KV cache as before; a dtype vLLM has not, or a GPU without a bandwidth figure, is refused by name."""
+    import copy, json
+    from flops import STATE_BYTES, decode_bytes_per_step, generation_table
+    from shapes import SHAPES as BY_NAME
+    doc = json.loads((Path(__file__).resolve().parents[1] / 'benchmarks/results/generation_nemotron-h-31b.json').read_text())
+    run = doc['backends']['vllm-not-invariant']
+    bf16 = copy.deepcopy(run); bf16['engine_args']['mamba_ssm_cache_dtype'] = 'bfloat16'
+    doc = {**doc, 'backends': {'vllm-not-invariant': run, 'vllm-ssm-bf16': bf16}}
+    rows = {(r['backend'], r['batch']): r for r in generation_table({'f.json': doc})}
+    f32, b16 = rows['vllm-not-invariant', 256], rows['vllm-ssm-bf16', 256]
+    assert (f32['mamba_state_dtype'], b16['mamba_state_dtype']) == ('auto', 'bfloat16') and f32['file'] == 'f.json'
+    arch, cfg = BY_NAME['nemotron-h-31b']
+    context = doc['meta']['prompt_tokens'] + doc['meta']['new_tokens'] / 2
+    expected = decode_bytes_per_step(cfg, arch, 256, context, 'shared', state_bytes=STATE_BYTES['bfloat16'])
+    assert b16['shared']['gb_mamba_state'] == round(expected['mamba_state'] / 1e9, 2) < f32['shared']['gb_mamba_state']
+    assert b16['shared']['gb_weights'] == f32['shared']['gb_weights'] and b16['shared']['gb_kv_cache'] == f32['shared']['gb_kv_cache']
+    bad = copy.deepcopy(bf16); bad['engine_args']['mamba_ssm_cache_dtype'] = 'fp8'
+    with pytest.raises(ValueError, match=r"vllm-ssm-bf16: mamba_ssm_cache_dtype 'fp8'"):
+        generation_table({'f.json': {**doc, 'backends': {'vllm-ssm-bf16': bad}}})
+    with pytest.raises(ValueError, match=r"'NVIDIA A100-SXM4-80GB': no HBM bandwidth"):
+        generation_table({'f.json': {**doc, 'meta': {**doc['meta'], 'device': 'NVIDIA A100-SXM4-80GB'}}})

@@ -112,7 +112,8 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
      [ -f "$own.hidden" ] && mv "$own.hidden" "$own" ;;
   ssmstate) # the 30B layout's decode (generation.py, vLLM, random weights) with the Mamba layers' state in vLLM's float32
             # (the profile's `auto`) and in bfloat16 (serving.vllm.mamba_ssm_cache_dtype), back to back, three runs a size: at
-            # batch 256 the float32 state is 25.1 of the 32.0 GB a step of this engine moves (generation_hbm.json)
+            # batch 256 the float32 state is 25.1 of the 32.0 GB a step of this engine moves (generation_hbm.json; committed
+            # from an H200, its file joins flops.py's GENERATION_FILES, which counts each run's state at its own dtype)
      gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
      python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant vllm-ssm-bf16 --batches 64 256 --repeats 3 \
        --backend-timeout 420 --out "$OUT/generation_nemotron-h-31b_ssm_state.json" > "$OUT/ssm_state.log" 2>&1
