@@ -16,10 +16,11 @@ from .nodes import agent_command, free_port, launch_lines, node_settings, run_no
 from .typed import from_dict, to_dict
 
 # %% auto #0
-__all__ = ['COMPUTE_ENV', 'LAUNCHED_ENV', 'compute_settings', 'compute_environment', 'built_for_gpus', 'torch_for_gpus',
-           'visible_gpus', 'launched', 'Processes', 'processes', 'rank_split', 'accelerate_config', 'rank_entry',
-           'launch_command', 'main', 'say_rank', 'LaunchFailed', 'last_error', 'run_launched', 'across_nodes',
-           'run_per_node', 'slurm_gpus', 'launch_plan']
+__all__ = ['COMPUTE_ENV', 'LAUNCHED_ENV', 'SMI_QUERY', 'compute_settings', 'compute_environment', 'built_for_gpus',
+           'torch_for_gpus', 'visible_gpus', 'launched', 'Processes', 'processes', 'gpu_in_smi',
+           'launched_gpu_identity', 'rank_split', 'accelerate_config', 'rank_entry', 'launch_command', 'main',
+           'say_rank', 'LaunchFailed', 'last_error', 'run_launched', 'across_nodes', 'run_per_node', 'slurm_gpus',
+           'launch_plan']
 
 # %% ../nbs/00e_compute.ipynb #m005
 COMPUTE_ENV = 'RSI_REPRO_COMPUTE'    # the profile's compute section as JSON: the runner sets it in each stage's kernel
@@ -95,6 +96,22 @@ def processes(compute: Compute | None = None,        # default: this process's s
     if not gpus: return Processes(compute.cpu_processes, nodes=nodes)
     n = len(gpus) if compute.max_gpus is None else min(compute.max_gpus, len(gpus))
     return Processes(n, tuple(gpus[:n]), len(gpus), nodes)
+
+# %% ../nbs/00e_compute.ipynb #m009h
+SMI_QUERY = ['nvidia-smi', '--query-gpu=index,uuid,name,memory.total', '--format=csv,noheader']
+
+def gpu_in_smi(table: str, gpu: str, bus_order: bool) -> list | None:
+    "The [name, memory] of `gpu` (an index or UUID, as CUDA_VISIBLE_DEVICES names it) in `SMI_QUERY`'s output, or None where unsure."
+    rows = [[c.strip() for c in line.split(',')] for line in table.splitlines() if line.count(',') == 3]
+    cards = {(r[2], r[3]) for r in rows}
+    hit = [r for r in rows if r[1] == gpu or (gpu.isdigit() and r[0] == gpu and (bus_order or len(cards) == 1))]
+    return [*hit[0][2:]] if len(hit) == 1 else None
+
+def launched_gpu_identity(gpu: str) -> list | None:
+    "The card a process launched on `gpu` will run on, read from nvidia-smi (this process keeps off CUDA); None where unsure."
+    try: table = subprocess.run(SMI_QUERY, capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError): return None
+    return gpu_in_smi(table, gpu, os.environ.get('CUDA_DEVICE_ORDER') == 'PCI_BUS_ID')
 
 # %% ../nbs/00e_compute.ipynb #m011
 def rank_split(micro_batch: int, grad_accum: int, ranks: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Sequence
 
-from .compute import LaunchFailed, Processes, processes, rank_split, run_launched
+from .compute import LaunchFailed, Processes, launched_gpu_identity, processes, rank_split, run_launched
 from .config import Lora, Optim
 from .generate import ModelRef, adapter_identity, base_identity, load_tokenizer, release_engines
 from .io import atomic_write_text, portable, sha256_file, timed
@@ -107,7 +107,7 @@ def train_sft(model: ModelRef, architecture: str, mix_path: str | Path, lora: Lo
         if split is None:
             run_steps = steps if steps is not None else optim.steps
             key = fit_shape_key('sft', args, lengths, optim, run_seed, run_steps, gpu_identity()) if optim.micro_batch_fit else None
-            split, fit = shared_fit(key, tag, lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, run_steps))
+            split, fit = shared_fit(key, tag, lambda: resolve_split(make, net, lambda: (data, lengths), optim, run_seed, run_steps), optim=optim)
         if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
         def train(trainer, s: Split, retries: list):
             for cb in callbacks: trainer.add_callback(cb)
@@ -192,7 +192,7 @@ def train_dpo(model: ModelRef, architecture: str, pairs_path: str | Path, lora: 
             rows = processed_pairs(make, data, optim) if gpu is not None else None   # the key reads the kept pairs' lengths
             key = fit_shape_key('dpo', args, rows[1], optim, optim.seed, run_steps, gpu) if rows is not None else None
             split, fit = shared_fit(key, tag, lambda: resolve_split(make, net, lambda: rows or processed_pairs(make, data, optim),
-                                                                    optim, optim.seed, run_steps))
+                                                                    optim, optim.seed, run_steps), optim=optim)
         if fit_to: atomic_write_text(fit_to, json.dumps({'split': asdict(split), 'fit': fit})); return {}
         extra = {'beta': beta, 'nll_weight': nll_weight, 'loss_type': ['sigmoid', 'sft'], **reference_evidence(reference),
                  **({'fit': fit} if fit else {})}
@@ -226,8 +226,10 @@ def launch_training(kind: str,          # 'sft' or 'dpo': what every rank runs
                          Processes(1, procs.gpus[:1], 1), what=f"fitting the split of {args['tag']} on one GPU")
             found = json.loads(fitted.read_text()); fitted.unlink()
             return Split(**found['split']), found['fit']
-        # the GPU is named by its index: this process does not touch CUDA, and its GPUs stay the same ones
-        split, fit = shared_fit(fit_key(kind, {**args, 'optim': to_dict(share)}, ['launched on GPU', procs.gpus[0]]), args['tag'], measure)
+        # the GPU by its model, as nvidia-smi names it: this process does not touch CUDA (a context here would take memory
+        # from the ranks), and a run resumed on another machine must not reuse a split measured on another card
+        gpu = launched_gpu_identity(procs.gpus[0])
+        split, fit = shared_fit(fit_key(kind, {**args, 'optim': to_dict(share)}, gpu), args['tag'], measure, optim=share)
     else:
         split = Split(mb, ga, optim.activation_checkpointing is True)
     run_launched('rsi_repro.train:rank_main', {**args, 'kind': kind, 'split': asdict(split), 'fit': fit}, procs, optim.parallel,

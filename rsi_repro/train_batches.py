@@ -400,13 +400,17 @@ def fit_shape_key(kind: str, args: dict, lengths: Sequence[int], optim: Optim, s
                         'heaviest': heaviest_shapes(lengths, optim, seed, steps), 'gpu': gpu})
 
 # %% ../nbs/31b_train_batches.ipynb #g007c
-def _cached_fit(path: Path, key: str) -> dict | None:
-    "The fit another job of the run measured under `key`; None where none is, or where the file is not one (said)."
+def _cached_fit(path: Path, key: str, optim: Optim | None) -> dict | None:
+    """The fit another job of the run measured under `key`; None where none is, or where the file is not one (said): its
+    split checked against the step (`Split.read`), since a key says which step a file was written for, not what it holds."""
     if not path.exists(): return None
     try:
         doc = json.loads(path.read_text())
         if doc.get('key') != key: raise ValueError(f"it records the key {doc.get('key')!r}")
-        Split(**doc['split']); doc['fit']['candidates'], doc['fit']['seconds'], doc['tag']
+        Split.read(doc['split'], optim) if optim is not None else Split(**doc['split'])
+        seconds = doc['fit']['seconds']; doc['fit']['candidates'], doc['tag']
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise ValueError(f"fit.seconds is {seconds!r}, not a duration")
         return {k: doc[k] for k in ('split', 'fit', 'tag')}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         print(f"rsi-repro: {path}: not a fit this run can reuse ({type(e).__name__}: {e}); measuring again", file=sys.stderr)
@@ -415,13 +419,14 @@ def _cached_fit(path: Path, key: str) -> dict | None:
 def shared_fit(key: str | None, tag: str,
                measure,                # () -> (split, fit): `resolve_split`, or a fit in a launched process
                cache: str | Path | None = None,   # a folder of the run's fits; default: the one $RSI_REPRO_FIT_CACHE names
+               optim: Optim | None = None,        # the step the split trains: a split read from the folder must fit it
                ) -> tuple[Split, dict | None]:
     """`measure()` once per `key` in this process and in the run's fit folder; a later run with that key takes the first
     one's split, its evidence naming the run that measured it. A fit that measured nothing (no GPU, no fit asked for) is
     not kept."""
     cache = cache if cache is not None else os.environ.get(FIT_CACHE_ENV)
     path = Path(cache) / f"{key}.json" if key is not None and cache else None
-    if key is not None and key not in _FITS and path is not None and (found := _cached_fit(path, key)):
+    if key is not None and key not in _FITS and path is not None and (found := _cached_fit(path, key, optim)):
         _FITS[key] = {**found, 'from': str(path)}
     if key is not None and key in _FITS:
         first = _FITS[key]

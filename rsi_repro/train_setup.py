@@ -118,6 +118,22 @@ class Split:
     grad_accum: int
     activation_checkpointing: bool
 
+    @classmethod
+    def read(cls, found, optim: Optim) -> 'Split':
+        """A split recorded in a file (a fit another job measured), checked against the step `optim` trains: whole
+        positive sizes whose product is its examples per step, and checkpointing as it allows (`auto`: either). A split
+        edited or written for another step would change the effective batch, and with it the results: ValueError."""
+        if not isinstance(found, dict) or set(found) != {'micro_batch', 'grad_accum', 'activation_checkpointing'}:
+            raise ValueError(f"a split has micro_batch, grad_accum and activation_checkpointing, not {found!r}")
+        mb, ga, ckpt = found['micro_batch'], found['grad_accum'], found['activation_checkpointing']
+        if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in (mb, ga)):
+            raise ValueError(f"micro_batch {mb!r} and grad_accum {ga!r} must be whole numbers of at least 1")
+        if mb * ga != optim.micro_batch * optim.grad_accum:
+            raise ValueError(f"{mb} x {ga} is not the step's {optim.micro_batch * optim.grad_accum} examples")
+        if not isinstance(ckpt, bool) or (optim.activation_checkpointing != 'auto' and ckpt != optim.activation_checkpointing):
+            raise ValueError(f"activation_checkpointing {ckpt!r}, where the step asks for {optim.activation_checkpointing!r}")
+        return cls(mb, ga, ckpt)
+
 def checkpointing(optim: Optim) -> bool:
     "Whether a run saves resumable checkpoints (`optim.checkpoint_steps` or `optim.checkpoint_minutes`)."
     return bool(optim.checkpoint_steps or optim.checkpoint_minutes)
