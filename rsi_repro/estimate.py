@@ -12,25 +12,26 @@ from typing import Mapping, Optional, Sequence
 from .config import Profile
 
 # %% auto #0
-__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'STATE_TAGS', 'Rate', 'lookup', 'read_rates', 'shape_of',
+__all__ = ['RATE_LOCATIONS', 'GPU_BACKENDS', 'CPU_KINDS', 'STATE_TAGS', 'UNITS', 'Rate', 'lookup', 'read_rates', 'shape_of',
            'training_tag', 'rank_key', 'vllm_tag', 'rate_keys', 'Line', 'price', 'Estimate', 'missing_message',
-           'estimate', 'gpu_rows', 'cpu_rows', 'preemption', 'preemption_lines', 'measured_line', 'rank_lines',
-           'format_estimate', 'to_json', 'estimate_command', 'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY',
-           'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths', 'run_lengths', 'Work',
-           'Checkpointing', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size',
-           'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work', 'MEASURED', 'measure_lengths']
+           'estimate', 'gpu_rows', 'cpu_rows', 'preemption', 'preemption_lines', 'measured_line', 'unbounded_lines',
+           'rank_lines', 'format_estimate', 'to_json', 'estimate_command', 'EstimateError', 'GEN_SETS', 'TRAIN_UNITS',
+           'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'Length', 'card_lengths', 'run_lengths',
+           'Work', 'Checkpointing', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work', 'dpo_work',
+           'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work', 'MEASURED',
+           'measure_lengths', 'AT_LEAST', 'UNCUT']
 
 # %% ../nbs/94_estimate.ipynb #c003s
 from .workload import (
     EstimateError, GEN_SETS, TRAIN_UNITS, WIDE_BATTERY, KNOWN_PROMPT_SETS, STAGE_WORK, NO_WORK, Length, card_lengths,
     run_lengths, Work, Checkpointing, serve_requests, instrument_requests, serve_work, sft_work, dpo_work, pool_size,
-    repair_work, rounds_work, eval_work, soups_work, profile_work, MEASURED, measure_lengths)
+    repair_work, rounds_work, eval_work, soups_work, profile_work, MEASURED, measure_lengths, AT_LEAST, UNCUT)
 
 _all_ = [
     'EstimateError', 'GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK',
     'Length', 'card_lengths', 'run_lengths', 'Work', 'Checkpointing', 'serve_requests', 'instrument_requests',
     'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work', 'eval_work', 'soups_work',
-    'profile_work', 'MEASURED', 'measure_lengths']
+    'profile_work', 'MEASURED', 'measure_lengths', 'AT_LEAST', 'UNCUT']
 
 # %% ../nbs/94_estimate.ipynb #c005
 @dataclass(frozen=True)
@@ -45,14 +46,14 @@ class Rate:
     lora_r: Optional[int] = None   # a training rate's LoRA rank, where its file says it
 
 # %% ../nbs/94_estimate.ipynb #c005b
-# Results files written before the `rates` convention, and where each of their rates sits in them.
-RATE_LOCATIONS: dict[str, tuple[str, str, str, str]] = {
+# Results files written before the `rates` convention, where each of their rates sits in them, and its LoRA rank.
+RATE_LOCATIONS: dict[str, tuple[str, str, str, str, int]] = {
     'train.sft.nemotron_h-1.1b': ('multi_gpu_2.json', 'sft.single.full_step_tokens_per_s', 'tokens/s',
-        "train_sft, scaled-down Nemotron-H (1.12 B parameters), LoRA r=64, micro-batch 8 x 4, ~303-token examples, one H200"),
+        "train_sft, scaled-down Nemotron-H (1.12 B parameters), LoRA r=64, micro-batch 8 x 4, ~303-token examples, one H200", 64),
     'train.dpo.nemotron_h-1.1b': ('multi_gpu_2.json', 'dpo.single.full_step_tokens_per_s', 'tokens/s',
-        "train_dpo, the same model, micro-batch 4 x 4, one H200"),
+        "train_dpo, the same model, LoRA r=64, micro-batch 4 x 4, one H200", 64),
     'train.sft.nemotron_h-147m': ('gpu_stages.json', 'sft.tokens_per_s', 'tokens/s',
-        "train_sft, scaled-down Nemotron-H (147 M parameters), LoRA r=64, micro-batch 8 x 2, seq-len 512, one H200"),
+        "train_sft, scaled-down Nemotron-H (147 M parameters), LoRA r=64, micro-batch 8 x 2, seq-len 512, one H200", 64),
 }
 
 
@@ -89,6 +90,8 @@ def _declared(f: Path, data) -> list[Rate]:
         if not isinstance(v, Mapping) or not {'value', 'unit'} <= set(v):
             raise EstimateError(f"{f}: rates.{k}: needs 'value' and 'unit' (and a 'what' line)")
         r = v.get('lora_r')
+        if r is None and k.startswith('train.'):     # a larger adapter costs more a token: a rate's rank says what it bounds
+            raise EstimateError(f"{f}: rates.{k}: a training rate names the LoRA rank it was measured at (lora_r)")
         if r is not None and (isinstance(r, bool) or not isinstance(r, int) or r < 1):
             raise EstimateError(f"{f}: rates.{k}.lora_r is {r!r}, not a LoRA rank (a positive whole number)")
         out.append(Rate(k, lookup(v, 'value', f"{f}: rates.{k}"), str(v['unit']), str(f), f"rates.{k}", str(v.get('what', '')), r))
@@ -100,12 +103,13 @@ def read_rates(folder: str | Path) -> dict[str, Rate]:
     if not folder.is_dir(): raise EstimateError(f"{folder}: no such results folder")
     parsed = {}
     for f in sorted(folder.glob('*.json')):
-        try: parsed[f.name] = json.loads(f.read_text())
+        try: parsed[f.name] = json.loads(f.read_text(encoding='utf-8'))
         except json.JSONDecodeError as e: raise EstimateError(f"{f}: not valid JSON ({e.msg}, line {e.lineno})") from None
+        except UnicodeDecodeError as e: raise EstimateError(f"{f}: not UTF-8 text (byte {e.start})") from None
     found: dict[str, Rate] = {}
     rates = [r for name, data in parsed.items() for r in _declared(folder / name, data)]
-    rates += [Rate(k, lookup(parsed[name], path, str(folder / name)), unit, str(folder / name), path, what)
-              for k, (name, path, unit, what) in RATE_LOCATIONS.items() if name in parsed]
+    rates += [Rate(k, lookup(parsed[name], path, str(folder / name)), unit, str(folder / name), path, what, rank)
+              for k, (name, path, unit, what, rank) in RATE_LOCATIONS.items() if name in parsed]
     for r in rates:
         if r.key in found:
             raise EstimateError(f"rate {r.key!r} is given twice: {found[r.key].file} ({found[r.key].path}) and {r.file} ({r.path}); keep one")
@@ -174,11 +178,14 @@ class Line:
     hours: Mapping[str, Optional[float]]    # None where the rate is missing
     under: bool = False                     # priced at a rate measured with a smaller adapter: below its cost
     rate_key: Optional[str] = None          # the training rate that priced it (its rank's own, where the results hold one)
+    over: bool = False                      # priced at a rate measured with a larger adapter: its hours an upper bound
 
 def _columns(kind: str) -> dict[str, str]:
     if kind == 'generate': return {b: f"generate.{b}" for b in GPU_BACKENDS}
     if kind.startswith('train.'): return {b: kind for b in GPU_BACKENDS}   # training costs the same whichever backend generates
     return {'cpu': kind}
+
+UNITS = {'tokens': ('tokens/s', 'output tokens/s', 'tokens per CPU second'), 'rows': ('rows per CPU second',)}  # per second, exactly
 
 def price(works: Sequence[Work], lengths: Mapping[str, Length], rates: Mapping[str, Rate], keys: Mapping[str, str]) -> tuple[list[Line], list[str]]:
     "(lines, missing rate keys): each piece of work in tokens (or rows) and hours at its rate."
@@ -188,7 +195,7 @@ def price(works: Sequence[Work], lengths: Mapping[str, Length], rates: Mapping[s
         L = lengths.get(w.length)
         per = None if L is None else (min(L.tokens, w.cap) if w.cap else L.tokens)
         tokens = None if per is None else w.count * per
-        hours, under, priced_by = {}, False, None
+        hours, under, over, priced_by = {}, False, False, None
         for col, kind in _columns(w.kind).items():
             key = keys[kind]
             if kind.startswith('train.') and w.rank is not None and rank_key(key, w.rank) in rates: key = rank_key(key, w.rank)
@@ -196,10 +203,12 @@ def price(works: Sequence[Work], lengths: Mapping[str, Length], rates: Mapping[s
             if r is None: missing.add(keys[kind]); hours[col] = None; continue
             if kind.startswith('train.'): priced_by = key
             under |= None not in (w.rank, r.lora_r) and w.rank > r.lora_r
+            over |= None not in (w.rank, r.lora_r) and w.rank < r.lora_r     # a larger adapter's rate: an upper bound
             unit = 'rows' if tokens is None else 'tokens'
-            if unit not in r.unit: raise EstimateError(f"rate {r.key!r} ({r.file}) is in {r.unit!r}; {w.stage}/{w.part} needs {unit} per second")
+            if r.unit not in UNITS[unit]:
+                raise EstimateError(f"rate {r.key!r} ({r.file}) is in {r.unit!r}; {w.stage}/{w.part} needs one of {', '.join(UNITS[unit])}")
             hours[col] = (w.count if tokens is None else tokens) / r.value / 3600
-        lines.append(Line(w, tokens, w.bound or bool(L and L.bound), hours, under, priced_by))
+        lines.append(Line(w, tokens, (w.bound or bool(L and L.bound)) and not w.unbounded, hours, under, priced_by, over))
     return lines, sorted(missing)
 
 # %% ../nbs/94_estimate.ipynb #c036
@@ -314,7 +323,7 @@ def gpu_rows(est: Estimate, detail: bool = False) -> list[list[str]]:
               ('total', 'training', [l for l in gpu if l.work.kind != 'generate']), ('total', '', gpu)]
     for stage, part, ls in [*_groups(gpu, detail), *totals]:
         gen = [l for l in ls if l.work.kind == 'generate']; tr = [l for l in ls if l.work.kind != 'generate']
-        b = any(l.bound for l in ls) and not any(l.under for l in ls)   # a part priced below its cost bounds nothing
+        b = any(l.bound or l.over for l in ls) and not any(l.under or l.work.unbounded for l in ls)   # a part priced below its cost bounds nothing
         rows.append([stage, part, _tok(sum(l.tokens for l in gen), any(l.bound for l in gen)),
                      _tok(sum(l.tokens for l in tr), any(l.bound for l in tr)),
                      *[_hours(_sum(l.hours[k] for l in ls), b) for k in GPU_BACKENDS],
@@ -326,7 +335,7 @@ def cpu_rows(est: Estimate, detail: bool = False) -> list[list[str]]:
     cpu = [l for l in est.lines if 'cpu' in l.hours]
     rows = []
     for stage, part, ls in [*_groups(cpu, True), ('total', '', cpu)]:
-        b = any(l.bound for l in ls)
+        b = any(l.bound for l in ls) and not any(l.work.unbounded for l in ls)   # a lower bound in a sum bounds nothing
         work = '' if stage == 'total' else (f"{_tok(ls[0].tokens, b)} tokens" if ls[0].tokens is not None else f"{ls[0].work.count:,} rows")
         rows.append([stage, part, work, _hours(_sum(l.hours['cpu'] for l in ls), b), '' if stage == 'total' else ls[0].work.what])
     return rows
@@ -344,7 +353,7 @@ def preemption(est: Estimate) -> list[dict]:
         c, hours = l.work.checkpoints, next((h for h in l.hours.values() if h is not None), None)
         if c is None or hours is None: continue
         out.append({'stage': l.work.stage, 'part': l.work.part, 'steps': c.steps, 'every': _every(c), 'run_hours': hours,
-                    'bound': l.bound and not l.under, 'lost_hours': c.lost_hours(hours), 'lost_hours_without': Checkpointing(c.steps).lost_hours(hours)})
+                    'bound': (l.bound or l.over) and not l.under, 'lost_hours': c.lost_hours(hours), 'lost_hours_without': Checkpointing(c.steps).lost_hours(hours)})
     return out
 
 def preemption_lines(est: Estimate) -> list[str]:
@@ -368,6 +377,13 @@ def measured_line(lengths: Mapping[str, Length]) -> list[str]:
 
 
 # %% ../nbs/94_estimate.ipynb #c039r
+def unbounded_lines(est: Estimate) -> list[str]:
+    "The CPU work no bound holds for, with why: its rows and the CPU total then carry no '<='."
+    why = {}
+    for l in est.lines:
+        if l.work.unbounded and 'cpu' in l.hours: why.setdefault(l.work.unbounded, []).append(f"{l.work.stage} {l.work.part} ({l.work.kind})")
+    return [f"  no bound: {', '.join(dict.fromkeys(parts))}: {reason}" for reason, parts in why.items()]
+
 def rank_lines(est: Estimate) -> list[str]:
     """Training priced at a rate measured at another LoRA rank, by part: at a larger rank's rate an upper bound (a smaller
     adapter costs fewer FLOPs a token), at a smaller rank's rate below its cost, its hours then marked no bound."""
@@ -399,6 +415,7 @@ def format_estimate(est: Estimate, detail: bool = False) -> str:
     out += preemption_lines(est)
     out += ['', 'CPU work, one core (the corpora steps and mix tokenisation):']
     out += _table(['stage', 'part', 'work', 'CPU-h', 'what'], cpu_rows(est, detail), [False, False, True, True, False])
+    out += unbounded_lines(est)
     out += ['', f"Rates (from {_shown(est.rates_dir)}):"]
     used = {k for l in est.lines for k in _columns(l.work.kind).values()}
     for kind, key in keys.items():
@@ -422,7 +439,7 @@ def to_json(est: Estimate) -> dict:
     return {'profile': est.profile, 'base': est.base, 'base_shape': est.base_shape, 'rate_shape': est.rate_shape,
             'rates_dir': est.rates_dir, 'keys': dict(est.keys), 'stand_ins': dict(est.stand_ins), 'missing': list(est.missing),
             'rates': {k: asdict(r) for k, r in est.rates.items()}, 'lengths': {k: asdict(L) for k, L in est.lengths.items()},
-            'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'under': l.under, 'rate_key': l.rate_key,
+            'lines': [{**asdict(l.work), 'tokens': l.tokens, 'bound': l.bound, 'under': l.under, 'over': l.over, 'rate_key': l.rate_key,
                        'hours': dict(l.hours)} for l in est.lines],
             'preemption': preemption(est),
             'totals': {k: _sum(l.hours[k] for l in est.lines if k in l.hours) for k in (*GPU_BACKENDS, 'cpu')}}

@@ -14,10 +14,10 @@ from .io import iter_jsonl
 from .layout import EVAL_STAGES, EVIDENCE, math_dir
 
 # %% auto #0
-__all__ = ['GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'MEASURED', 'KNOWN_PROMPT_SETS', 'STAGE_WORK', 'NO_WORK', 'EstimateError',
-           'Length', 'card_lengths', 'run_lengths', 'measure_lengths', 'Work', 'Checkpointing', 'serve_requests',
-           'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size', 'repair_work', 'rounds_work',
-           'eval_work', 'soups_work', 'profile_work']
+__all__ = ['GEN_SETS', 'TRAIN_UNITS', 'WIDE_BATTERY', 'MEASURED', 'AT_LEAST', 'UNCUT', 'KNOWN_PROMPT_SETS', 'STAGE_WORK',
+           'NO_WORK', 'EstimateError', 'Length', 'card_lengths', 'run_lengths', 'measure_lengths', 'Work',
+           'Checkpointing', 'serve_requests', 'instrument_requests', 'serve_work', 'sft_work', 'dpo_work', 'pool_size',
+           'repair_work', 'rounds_work', 'eval_work', 'soups_work', 'profile_work']
 
 # %% ../nbs/94b_workload.ipynb #w005
 class EstimateError(ValueError):
@@ -84,11 +84,14 @@ def _trained_lengths(run_dir: Path) -> dict[str, Length]:
     "Tokens per trained example in a run folder, by training unit, from its training evidence (a shipped copy counts once)."
     train: dict[str, dict] = {}
     for f in sorted(run_dir.rglob(EVIDENCE)):
-        ev = json.loads(f.read_text())
-        unit = _train_unit(ev)
-        if unit is None: continue    # a soup, or evidence without training
-        ident = (ev.get('tag'), ev.get('dataset_sha256'), ev.get('seed'), ev['steps'])   # a shipped copy counts once
-        train.setdefault(unit, {})[ident] = (ev['training_tokens'], ev['steps'] * ev['effective_batch'])
+        try:
+            ev = json.loads(f.read_text(encoding='utf-8'))
+            unit = _train_unit(ev)
+            if unit is None: continue    # a soup, or evidence without training
+            ident = (ev.get('tag'), ev.get('dataset_sha256'), ev.get('seed'), ev['steps'])   # a shipped copy counts once
+            train.setdefault(unit, {})[ident] = (ev['training_tokens'], ev['steps'] * ev['effective_batch'])
+        except (ValueError, KeyError, TypeError, AttributeError) as e:   # JSON, UTF-8, a missing or mistyped field
+            raise EstimateError(f"{f}: not training evidence the estimate can read ({type(e).__name__}: {e})") from None
     out = {}
     for unit, runs in train.items():
         tokens, examples = (sum(x) for x in zip(*runs.values()))
@@ -158,6 +161,9 @@ def measure_lengths(profile: Profile, n: int = 200, tokenizer=None) -> dict[str,
 
 
 # %% ../nbs/94b_workload.ipynb #c022
+AT_LEAST = 'a lower bound: at least the rows up to the last band are read'
+UNCUT = "rows are tokenised whole, also those longer than seq_len, so the training length bounds nothing here"
+
 @dataclass(frozen=True)
 class Work:
     "One piece of a stage's work: `count` units of `kind`, each `length` tokens long (capped at `cap` new tokens)."
@@ -173,6 +179,7 @@ class Work:
     batch: Optional[int] = None    # a training run's examples per optimiser step: the most data-parallel ranks it can use
     per_call: Optional[int] = None # a generation's requests in each call (None: count): the shards its engines share
     rank: Optional[int] = None     # a training run's LoRA rank (a larger adapter costs more a token)
+    unbounded: str = ''            # why neither bound holds for it (a count that is a lower bound; rows tokenised uncut)
 
 
 # %% ../nbs/94b_workload.ipynb #c022q
@@ -269,12 +276,12 @@ def sft_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'sft')
     names = ' + '.join(c.name for c in cfg.corpora)
     out = [Work(st.name, 'load', f"first load of {names} (at least the rows up to the last band)", 'cpu.corpus_load_cold',
-                sum(max(b.stop for b in c.bands) for c in cfg.corpora))]
+                sum(max(b.stop for b in c.bands) for c in cfg.corpora), unbounded=AT_LEAST)]
     for e in range(len(cfg.corpora[0].bands)):
         rows = sum(c.bands[e].stop - c.bands[e].start for c in cfg.corpora)
         trained = _trained(cfg.optim, rows)
         out += [Work(st.name, f"epoch{e}", f"band {e} of {names}: {rows:,} rows read and validated", 'cpu.banding', rows),
-                Work(st.name, f"epoch{e}", f"{rows:,} conversations through the chat template", 'cpu.mix_tokenise', rows, 'sft_example'),
+                Work(st.name, f"epoch{e}", f"{rows:,} conversations through the chat template", 'cpu.mix_tokenise', rows, 'sft_example', unbounded=UNCUT),
                 Work(st.name, f"epoch{e}", f"train {trained:,} examples ({_steps(cfg.optim, trained)})", 'train.sft', trained, 'sft_example',
                      checkpoints=Checkpointing.of(cfg.optim, math.ceil(trained / cfg.optim.effective_batch)), batch=cfg.optim.effective_batch,
                      rank=cfg.lora.r)]
@@ -286,7 +293,8 @@ def dpo_work(p: Profile, st: Stage, run=None) -> list[Work]:
     cfg = _section(p, 'dpo')
     pairs, audit = sum(b.stop - b.start for b in cfg.corpus.bands), cfg.audit.stop - cfg.audit.start
     trained = _trained(cfg.optim, pairs)
-    out = [Work(st.name, 'load', f"first load of {cfg.corpus.name}", 'cpu.corpus_load_cold', max(b.stop for b in (*cfg.corpus.bands, cfg.audit))),
+    out = [Work(st.name, 'load', f"first load of {cfg.corpus.name}", 'cpu.corpus_load_cold', max(b.stop for b in (*cfg.corpus.bands, cfg.audit)),
+                unbounded=AT_LEAST),
            Work(st.name, 'pairs', f"binarise {pairs:,} pairs and the {audit:,}-row audit band", 'cpu.binarising', pairs + audit),
            Work(st.name, 'reference', f"the SFT adapter's log-probabilities of the {pairs:,} pairs, once for every arm",
                 'train.dpo_reference', pairs, 'dpo_pair', rank=cfg.lora.r)]
@@ -355,13 +363,13 @@ def _decontam(p: Profile, st: Stage) -> list[Work]:
     if p.sft:
         rows = sum(b.stop - b.start for c in p.sft.corpora for b in c.bands)
         out += [Work(st.name, part, f"{rows:,} SFT rows read and validated", 'cpu.banding', rows),
-                Work(st.name, part, f"{rows:,} SFT rows tokenised", 'cpu.decontam_tokenise', rows, 'sft_example'),
-                Work(st.name, part, f"{rows:,} SFT rows: 30-token shingle scan", 'cpu.decontam_scan', rows, 'sft_example')]
+                Work(st.name, part, f"{rows:,} SFT rows tokenised", 'cpu.decontam_tokenise', rows, 'sft_example', unbounded=UNCUT),
+                Work(st.name, part, f"{rows:,} SFT rows: 30-token shingle scan", 'cpu.decontam_scan', rows, 'sft_example', unbounded=UNCUT)]
     if p.dpo:
         pairs = sum(b.stop - b.start for b in p.dpo.corpus.bands)
         out += [Work(st.name, part, f"{pairs:,} DPO rows read and binarised", 'cpu.binarising', pairs),
-                Work(st.name, part, f"{pairs:,} DPO pairs tokenised (prompt, chosen, rejected)", 'cpu.decontam_tokenise', pairs, 'dpo_pair'),
-                Work(st.name, part, f"{pairs:,} DPO pairs: 30-token shingle scan", 'cpu.decontam_scan', pairs, 'dpo_pair')]
+                Work(st.name, part, f"{pairs:,} DPO pairs tokenised (prompt, chosen, rejected)", 'cpu.decontam_tokenise', pairs, 'dpo_pair', unbounded=UNCUT),
+                Work(st.name, part, f"{pairs:,} DPO pairs: 30-token shingle scan", 'cpu.decontam_scan', pairs, 'dpo_pair', unbounded=UNCUT)]
     kept = lambda pool, s: pool_size(p, pool, part) * min(s.k, s.cap_per_prompt)     # at most, per draw
     mixes = [kept(p.repair.pool, p.repair.sampling) for s in p.stages if s.notebook == 'repair' and p.repair]
     if p.rounds:

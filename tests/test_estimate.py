@@ -30,7 +30,8 @@ def write_rates(folder: Path, values: dict, name: str = 'rates.json') -> Path:
     "A results file declaring `values` ({key: value}) in its `rates` section."
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text(json.dumps({'rates': {k: {'value': v, 'unit': 'rows per CPU second' if k in ROW_RATES else 'tokens/s',
-                                                         'what': 'test'} for k, v in values.items()}}))
+                                                         'what': 'test', **({'lora_r': 768 if '.sft' in k else 64} if k.startswith('train.') else {})}
+                                       for k, v in values.items()}}))
     return folder
 
 
@@ -69,7 +70,7 @@ def hours(j, stage, kind, col):
 
 def test_every_known_rate_location_resolves_in_the_results_folder():
     rates = read_rates(RESULTS)   # raises if a results file no longer has a number where RATE_LOCATIONS says
-    for key, (name, path, _, _) in RATE_LOCATIONS.items():
+    for key, (name, path, _, _, _) in RATE_LOCATIONS.items():
         if (RESULTS / name).exists():
             assert rates[key].value > 0 and Path(rates[key].file).name == name and rates[key].path == path
 
@@ -193,7 +194,45 @@ def test_a_rate_in_the_wrong_unit_is_refused(tmp_path):
     data = json.loads((folder / 'rates.json').read_text()); data['rates']['cpu.banding']['unit'] = 'tokens/s'
     (folder / 'rates.json').write_text(json.dumps(data))
     code, _, err = cli('estimate', NEMOTRON, '--rates', folder)
-    assert code == 2 and "rate 'cpu.banding'" in err and 'needs rows per second' in err
+    assert code == 2 and "rate 'cpu.banding'" in err and 'needs one of rows per CPU second' in err
+    # a unit that merely contains the right word is not per second: 'tokens/min' would price at sixty times the rate
+    data['rates']['cpu.banding']['unit'] = 'rows per CPU second'; data['rates']['cpu.mix_tokenise']['unit'] = 'tokens/min'
+    (folder / 'rates.json').write_text(json.dumps(data))
+    code, _, err = cli('estimate', NEMOTRON, '--rates', folder)
+    assert code == 2 and "rate 'cpu.mix_tokenise'" in err and "is in 'tokens/min'" in err
+
+
+def bounded(cell: str) -> bool: return cell.startswith('<=')
+
+
+def test_a_rate_measured_at_a_larger_rank_bounds_the_hours_even_at_measured_lengths(tmp_path):
+    "SFT at r=64 priced at an r=768 rate is an upper bound whatever the lengths; an arm above the rate's rank bounds nothing."
+    folder = write_rates(tmp_path / 'r', all_rates())          # SFT rates at r=768, DPO at r=64
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', folder, '--mean-tokens', 'sft_example=500', '--mean-tokens', 'dpo_pair=1000')
+    sft = [l for l in j['lines'] if l['stage'] == 'sft' and l['kind'] == 'train.sft']
+    arms = {l['part']: l for l in j['lines'] if l['kind'] == 'train.dpo'}
+    assert sft and all(l['over'] and not l['bound'] and not l['under'] for l in sft)    # tokens exact, hours an upper bound
+    assert arms['r128_s4']['under'] and not arms['r128_s4']['over'] and not arms['b005_lr5e-7']['over']
+    code, out, _ = cli('estimate', NEMOTRON, '--rates', folder, '--mean-tokens', 'sft_example=500', '--mean-tokens', 'dpo_pair=1000')
+    gpu_table = out.split('Priced at a rate measured at another LoRA rank')[0]
+    rows = [r.split() for r in gpu_table.splitlines() if r.startswith('sft ') and 'epoch' in r]
+    # the tokens are the given lengths' (no bound); the hours of every epoch carry '<=' on both backends' columns
+    assert code == 0 and len(rows) == 3 and all(not bounded(r[3]) and bounded(r[4]) and bounded(r[5]) for r in rows), rows
+
+
+def test_cpu_work_that_no_bound_holds_for_leaves_the_cpu_total_unbounded(tmp_path):
+    "A cold load's rows are at least those counted, and tokenising reads rows uncut: neither is an upper bound, so the total is not."
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', write_rates(tmp_path / 'r', all_rates()))
+    cpu = [l for l in j['lines'] if l['kind'].startswith('cpu.')]
+    loads = [l for l in cpu if l['kind'] == 'cpu.corpus_load_cold']
+    uncut = [l for l in cpu if l['kind'] in ('cpu.decontam_tokenise', 'cpu.decontam_scan') and l['length'] in ('sft_example', 'dpo_pair')]
+    assert loads and uncut and not any(l['bound'] for l in loads + uncut) and all(l['unbounded'] for l in loads + uncut)
+    code, out, _ = cli('estimate', NEMOTRON, '--rates', write_rates(tmp_path / 'r', all_rates()))
+    cpu_table = out.split('CPU work, one core')[1].split('Rates (from')[0]
+    total = next(r for r in cpu_table.splitlines() if r.startswith('total'))
+    assert code == 0 and not bounded(total.split()[1]), total
+    assert 'no bound: sft load (cpu.corpus_load_cold), dpo load (cpu.corpus_load_cold): a lower bound' in cpu_table, cpu_table
+    assert 'rows are tokenised whole, also those longer than seq_len' in cpu_table
 
 
 def test_a_rate_chosen_by_hand_is_printed_as_a_stand_in(tmp_path):
@@ -240,3 +279,14 @@ def test_measure_replaces_the_bounds_with_the_local_corpora_lengths(tmp_path):
         assert code != 0 and 'dpo.corpus.source' in line and 'data/corpora/gone.jsonl' in line
     finally:
         for p in (tiny, gone): p.unlink(missing_ok=True)
+
+
+def test_a_run_whose_training_evidence_is_broken_is_refused_naming_the_file(tmp_path):
+    from rsi_repro.layout import EVIDENCE
+    run = tmp_path / 'run'; (run / 'sft').mkdir(parents=True)
+    rates = write_rates(tmp_path / 'r', all_rates())
+    for text in ('{"steps": 3,', '{"steps": 3, "training_tokens": 900, "tag": "sft"}', '["not", "evidence"]', b'{"tag": "\xff"}'):
+        if isinstance(text, bytes): (run / 'sft' / EVIDENCE).write_bytes(text); text = None
+        if text is not None: (run / 'sft' / EVIDENCE).write_text(text)
+        code, _, err = cli('estimate', NEMOTRON, '--rates', rates, '--run', run)
+        assert code == 2 and f"{run / 'sft' / EVIDENCE}: not training evidence the estimate can read" in err, err

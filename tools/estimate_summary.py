@@ -18,8 +18,9 @@ OUT = ROOT / 'benchmarks' / 'results' / 'estimate_nemotron.json'
 def estimate() -> dict:
     "The estimate's JSON for the profile, as the command writes it."
     with tempfile.TemporaryDirectory() as d:
-        subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'estimate', PROFILE, '--json', f'{d}/e.json'], cwd=ROOT,
-                       check=True, capture_output=True)
+        done = subprocess.run([sys.executable, '-m', 'rsi_repro.cli', 'estimate', PROFILE, '--json', f'{d}/e.json'], cwd=ROOT,
+                              capture_output=True, text=True)
+        if done.returncode: sys.exit(f"rsi-repro estimate {PROFILE} failed ({done.returncode}):\n{done.stderr.strip()}")
         return json.loads(Path(d, 'e.json').read_text())
 
 
