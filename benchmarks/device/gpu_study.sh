@@ -114,10 +114,15 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
             # (the profile's `auto`) and in bfloat16 (serving.vllm.mamba_ssm_cache_dtype), back to back, three runs a size: at
             # batch 256 the float32 state is 25.1 of the 32.0 GB a step of this engine moves (generation_hbm.json; committed
             # from an H200, its file joins flops.py's GENERATION_FILES, which counts each run's state at its own dtype)
+            # vLLM's default fused-MoE config in both engines, as on the H200 (which has no file of its own): the file the wheel
+            # ships for the H100 is hidden for the run, as moeconfig's default run does (the 2026-12-07 H100 run used it)
      gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
+     own="/tmp/site/vllm/model_executor/layers/fused_moe/configs/E=128,N=1856,device_name=$gpu.json"
+     [ -f "$own" ] && mv "$own" "$own.hidden"
      python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant vllm-ssm-bf16 --batches 64 256 --repeats 3 \
        --backend-timeout 420 --out "$OUT/generation_nemotron-h-31b_ssm_state.json" > "$OUT/ssm_state.log" 2>&1
-     echo "== on $gpu"; grep -h "mamba_ssm_cache_dtype\|tok/s" "$OUT/ssm_state.log" | cut -c1-240 | tail -n 16 ;;
+     [ -f "$own.hidden" ] && mv "$own.hidden" "$own"
+     echo "== on $gpu"; grep -h "mamba_ssm_cache_dtype\|tok/s\|for MoE layer\|Using default MoE config" "$OUT/ssm_state.log" | cut -c1-240 | tail -n 18 ;;
   moetune) # vLLM's fused-MoE kernel config tuned on this GPU for the 30B layout at its decode sizes (moe_tune.py: M = 64 and
            # 256 tokens, each timed with two routings of the tokens: `uniform`, a trained router's spread, and `engine`, every
            # token to the same 6 experts, as the dummy-weight engine of generation.py routes them), then the layout's decode
