@@ -208,7 +208,8 @@ def price(works: Sequence[Work], lengths: Mapping[str, Length], rates: Mapping[s
             if r.unit not in UNITS[unit]:
                 raise EstimateError(f"rate {r.key!r} ({r.file}) is in {r.unit!r}; {w.stage}/{w.part} needs one of {', '.join(UNITS[unit])}")
             hours[col] = (w.count if tokens is None else tokens) / r.value / 3600
-        lines.append(Line(w, tokens, (w.bound or bool(L and L.bound)) and not w.unbounded, hours, under, priced_by, over))
+        capped = bool(L and w.cap and L.tokens > w.cap)      # at most max_new_tokens a completion: an upper bound
+        lines.append(Line(w, tokens, (w.bound or bool(L and L.bound) or capped) and not w.unbounded, hours, under, priced_by, over))
     return lines, sorted(missing)
 
 # %% ../nbs/94_estimate.ipynb #c036

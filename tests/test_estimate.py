@@ -290,3 +290,12 @@ def test_a_run_whose_training_evidence_is_broken_is_refused_naming_the_file(tmp_
         if text is not None: (run / 'sft' / EVIDENCE).write_text(text)
         code, _, err = cli('estimate', NEMOTRON, '--rates', rates, '--run', run)
         assert code == 2 and f"{run / 'sft' / EVIDENCE}: not training evidence the estimate can read" in err, err
+
+
+def test_a_mean_length_capped_at_max_new_tokens_is_an_upper_bound(tmp_path):
+    "A set whose mean is above max_new_tokens is priced at the cap: every completion is at most that, so its line carries '<='."
+    j = estimate_json(tmp_path, NEMOTRON, '--rates', write_rates(tmp_path / 'r', all_rates()), '--mean-tokens', 'h6=100000')
+    h6 = [l for l in j['lines'] if l['kind'] == 'generate' and l['length'] == 'h6']
+    probe2 = [l for l in j['lines'] if l['kind'] == 'generate' and l['length'] == 'probe2']
+    assert h6 and all(l['bound'] and l['tokens'] == l['count'] * l['cap'] for l in h6)
+    assert probe2 and not any(l['bound'] for l in probe2)        # the card's stand-in, under the cap: a mean, not a bound
