@@ -110,8 +110,8 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
        echo "== $v on $gpu"; grep -h "MoE config\|fused_moe.py" "$OUT/moe_$v.log" | cut -c1-240 | sort -u | head -n 4; tail -n 4 "$OUT/moe_$v.log"
      done
      [ -f "$own.hidden" ] && mv "$own.hidden" "$own" ;;
-  ssmstate) # the 30B layout's decode (generation.py, vLLM, random weights) with the Mamba layers' state in vLLM's float32
-            # (the profile's `auto`) and in bfloat16 (serving.vllm.mamba_ssm_cache_dtype), back to back, three runs a size: at
+  ssmstate) # the 30B layout's decode (generation.py, vLLM, random weights; REPEATS runs a size, default 3) with the Mamba layers' state in vLLM's float32
+            # (the profile's `auto`) and in bfloat16 (serving.vllm.mamba_ssm_cache_dtype), back to back: at
             # batch 256 the float32 state is 25.1 of the 32.0 GB a step of this engine moves (generation_hbm.json; committed
             # from an H200, its file joins flops.py's GENERATION_FILES, which counts each run's state at its own dtype)
             # vLLM's default fused-MoE config in both engines, as on the H200 (which has no file of its own): the file the wheel
@@ -119,7 +119,7 @@ print('built', info['parameters'], 'parameters in', info['train_seconds'], 's; l
      gpu=$(python3 -c "import torch; print(torch.cuda.get_device_name().replace(' ', '_'))")
      own="/tmp/site/vllm/model_executor/layers/fused_moe/configs/E=128,N=1856,device_name=$gpu.json"
      [ -f "$own" ] && mv "$own" "$own.hidden"
-     python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant vllm-ssm-bf16 --batches 64 256 --repeats 3 \
+     python3 benchmarks/generation.py --shape nemotron-h-31b --backends vllm-not-invariant vllm-ssm-bf16 --batches 64 256 --repeats "${REPEATS:-3}" \
        --backend-timeout 420 --out "$OUT/generation_nemotron-h-31b_ssm_state.json" > "$OUT/ssm_state.log" 2>&1
      [ -f "$own.hidden" ] && mv "$own.hidden" "$own"
      echo "== on $gpu"; grep -h "mamba_ssm_cache_dtype\|tok/s\|for MoE layer\|Using default MoE config" "$OUT/ssm_state.log" | cut -c1-240 | tail -n 18 ;;
